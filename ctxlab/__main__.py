@@ -1,0 +1,3 @@
+from ctxlab.cli import main
+
+main()

@@ -1,0 +1,256 @@
+"""The ctxlab command line: one command per lab, plus doctor and show.
+
+Exit status: 0 when no documented claim fails, 1 when one does (or a scenario
+crashed), 2 for a usage or environment problem (no GPU, bad device, bad file).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import time
+
+import click
+
+from ctxlab import __version__
+from ctxlab.report import FORMATS
+
+EXIT_FAILS = 1
+EXIT_USAGE = 2
+
+
+class CtxlabError(click.ClickException):
+    """A user or environment problem: one line, exit status 2, no traceback."""
+
+    exit_code = EXIT_USAGE
+
+
+def domain_errors(fn):
+    """Turn the errors a user can cause or meet into CtxlabError at the command boundary."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from ctxlab.cuda.environment import BadDevice, NoGpu
+        from ctxlab.record import ResultFileError
+
+        try:
+            return fn(*args, **kwargs)
+        except NoGpu as exc:
+            raise CtxlabError(f"no usable GPU: {exc}") from None
+        except (BadDevice, ResultFileError) as exc:
+            raise CtxlabError(str(exc)) from None
+        except OSError as exc:
+            raise CtxlabError(f"cannot write output: {exc}") from None
+
+    return wrapper
+
+
+def device_option(fn):
+    return click.option("--device", "-d", type=click.IntRange(min=0), default=0, show_default=True,
+                        help="Index of the GPU to run on (as the driver numbers them).")(fn)
+
+
+def output_options(fn):
+    fn = click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None,
+                      help="Write the report to this file (atomically) instead of standard output.")(fn)
+    fn = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+                      help="Report format: a human table, JSON (schema ctxlab/1), JUnit XML or Markdown.")(fn)
+    return fn
+
+
+def emit(runs, fmt: str, output: str | None) -> None:
+    from ctxlab.record import atomic_write
+    from ctxlab.report import render
+
+    text = render(runs, fmt)
+    if output:
+        atomic_write(output, text)
+        click.echo(f"wrote {fmt} report to {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+def say(message: str) -> None:
+    click.echo(message, err=True)
+
+
+class HandoffProgress:
+    """Progress of a long relay: a bar on a terminal, a line a second elsewhere."""
+
+    def __init__(self):
+        self.bar = None
+        self.last = 0.0
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.tty:
+            if self.bar is None:
+                from rich.progress import Progress
+
+                self.bar = Progress(transient=True)
+                self.bar.start()
+                self.task = self.bar.add_task("handoffs", total=total)
+            self.bar.update(self.task, completed=done, total=total)
+            if done >= total:
+                self.bar.stop()
+                self.bar = None
+        elif time.monotonic() - self.last >= 1.0 or done >= total:
+            self.last = time.monotonic()
+            say(f"  handoffs {done}/{total}")
+
+
+def prepare(device: int, output: str | None) -> None:
+    """Check what can be checked before a long run: the device exists, the output is writable."""
+    from ctxlab.cuda.environment import require_device
+    from ctxlab.record import check_writable
+
+    if output:
+        check_writable(output)
+    require_device(device)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ctxlab")
+def cli():
+    """ctxlab: experiments that show how CUDA contexts really behave.
+
+    Each lab runs real CUDA on this machine's GPU from real host threads, states
+    the documented claims it checks with their sources, records what the driver
+    did, and gives a verdict per claim: holds, fails, changed, observed or
+    skipped. Exit status 1 means a documented promise failed; 2 a usage or
+    environment problem.
+    """
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Also write the JSON here.")
+@domain_errors
+def doctor(as_json: bool, output: str | None):
+    """Show the driver, runtimes, GPUs and libraries ctxlab would use.
+
+    Creates no context: the primary contexts' state is reported as found.
+    Exits 2 (after printing) when something ctxlab needs is missing.
+    """
+    from ctxlab.cuda.environment import doctor as find
+    from ctxlab.record import atomic_write
+
+    report = find()
+    text = json.dumps(report, indent=2)
+    if output:
+        atomic_write(output, text + "\n")
+    if as_json:
+        click.echo(text)
+    else:
+        _print_doctor(report)
+    if report["missing"]:
+        raise SystemExit(EXIT_USAGE)
+
+
+def _print_doctor(report: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    drv = report["driver"]
+    table = Table(title=f"ctxlab {report['ctxlab'] or __version__} on {report['hostname']} (Python {report['python']})")
+    table.add_column("component")
+    table.add_column("status")
+    table.add_column("details", overflow="fold")
+    for key in ("driver", "cupy", "cuda_bindings", "nvrtc", "cupti"):
+        part = report[key]
+        details = {k: v for k, v in part.items() if k not in ("ok", "problem", "devices")}
+        status = "[green]ok[/]" if part["ok"] else "[red]missing[/]"
+        table.add_row(key, status, part.get("problem") or ", ".join(f"{k} {v}" for k, v in details.items()))
+    table.add_row("CUDA_MODULE_LOADING", "", str(report["CUDA_MODULE_LOADING"] or "(unset)"))
+    console.print(table)
+    if drv.get("ok"):
+        gpus = Table(title="GPUs")
+        for column in ("index", "name", "compute capability", "memory", "primary context"):
+            gpus.add_column(column)
+        for dev in drv["devices"]:
+            gpus.add_row(str(dev["index"]), dev["name"], dev["compute_capability"],
+                         f"{dev['memory_bytes'] / 2**30:.1f} GiB",
+                         "active" if dev["primary_context_active"] else "inactive")
+        console.print(gpus)
+    for line in report["missing"]:
+        console.print(f"[red]missing[/] {line}", highlight=False)
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@output_options
+@domain_errors
+def show(file: str, fmt: str, output: str | None):
+    """Render a recorded result FILE (JSON, schema ctxlab/1) as a report."""
+    from ctxlab.record import load_runs
+
+    runs = load_runs(file)
+    emit(runs, fmt, output)
+
+
+def lab_exit(runs) -> None:
+    if any(run.failed for run in runs):
+        raise SystemExit(EXIT_FAILS)
+
+
+@cli.command()
+@device_option
+@click.option("--threads", "-t", type=click.IntRange(1, 1024), default=4, show_default=True,
+              help="Host threads that take turns holding the context.")
+@click.option("--rounds", "-r", type=click.IntRange(1, 1_000_000), default=3, show_default=True,
+              help="How many times the context goes round all threads.")
+@click.option("--context", "context", type=click.Choice(["primary", "created", "both"]), default="both",
+              show_default=True, help="Which context travels: the runtime's primary one, one from cuCtxCreate, or both.")
+@click.option("--timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
+              help="Seconds a single handoff may take before the run stops, naming the thread and step.")
+@output_options
+@domain_errors
+def migrate(device, threads, rounds, context, timeout, fmt, output):
+    """Hand a context between host threads; check that state moves with it.
+
+    Thread 1 allocates with CuPy, writes a __device__ global and makes a
+    stream; every thread in turn pushes the context, verifies pointers,
+    global, stream and values, updates them, pops and hands over. Also: one
+    context current on two threads, a thread without the context, CuPy's
+    caches under a second context, and a cross-context dereference, each in
+    its own process.
+    """
+    from ctxlab.labs import migrate as lab
+
+    if threads * rounds > 10_000_000:
+        raise CtxlabError(f"--threads x --rounds = {threads * rounds:,} handoffs is more than 10,000,000")
+    prepare(device, output)
+    options = {"device": device, "threads": threads, "rounds": rounds, "context": context, "timeout": timeout}
+    result = lab.run(options, progress=say, on_handoff_progress=HandoffProgress())
+    emit([result], fmt, output)
+    lab_exit([result])
+
+
+@cli.command()
+@device_option
+@output_options
+@domain_errors
+def refcount(device, fmt, output):
+    """Show what keeps a context alive and what release and reset destroy.
+
+    Each scenario runs in its own process: the runtime's own references to
+    the primary context, releasing without a retain, cudaDeviceReset under
+    CuPy, cuDevicePrimaryCtxReset, cuCtxAttach/cuCtxDetach and cuCtxDestroy
+    on a created context, and whether cudaThreadExit still exists.
+    """
+    from ctxlab.labs import refcount as lab
+
+    prepare(device, output)
+    result = lab.run({"device": device}, progress=say)
+    emit([result], fmt, output)
+    lab_exit([result])
+
+
+def main():
+    cli(prog_name="ctxlab")
+
+
+if __name__ == "__main__":
+    main()

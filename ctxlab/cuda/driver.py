@@ -1,0 +1,184 @@
+"""Small helpers over cuda.bindings.driver for what every lab needs.
+
+Contexts are recorded as plain ints (the CUcontext handle) and by
+``cuCtxGetId``, which stays unique for the life of the process even when a
+handle value is reused after a context is destroyed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ctxlab.cuda.environment import init_driver
+from ctxlab.cuda.errors import CudaError, check, error_from
+
+
+def _driver():
+    return init_driver()
+
+
+def as_context(ctx):
+    driver = _driver()
+    return ctx if isinstance(ctx, driver.CUcontext) else driver.CUcontext(int(ctx))
+
+
+def as_device(dev):
+    driver = _driver()
+    return dev if isinstance(dev, driver.CUdevice) else driver.CUdevice(int(dev))
+
+
+@dataclass(frozen=True)
+class ContextView:
+    """What a thread sees as its current context: handle 0 means none."""
+
+    handle: int
+    id: int | None
+
+    @property
+    def none(self) -> bool:
+        return self.handle == 0
+
+
+def context_id(ctx) -> int | None:
+    if int(ctx) == 0:
+        return None
+    return int(check(_driver().cuCtxGetId(as_context(ctx)), "cuCtxGetId"))
+
+
+def current() -> ContextView:
+    handle = int(check(_driver().cuCtxGetCurrent(), "cuCtxGetCurrent"))
+    if handle == 0:
+        return ContextView(0, None)
+    try:
+        return ContextView(handle, context_id(handle))
+    except CudaError:  # a handle left behind by a destroyed context
+        return ContextView(handle, None)
+
+
+def push(ctx) -> None:
+    check(_driver().cuCtxPushCurrent(as_context(ctx)), "cuCtxPushCurrent")
+
+
+def pop() -> int:
+    return int(check(_driver().cuCtxPopCurrent(), "cuCtxPopCurrent"))
+
+
+def set_current(ctx) -> None:
+    check(_driver().cuCtxSetCurrent(as_context(ctx)), "cuCtxSetCurrent")
+
+
+def synchronize() -> None:
+    check(_driver().cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+def context_device() -> int:
+    return int(check(_driver().cuCtxGetDevice(), "cuCtxGetDevice"))
+
+
+def create_context(dev, flags: int = 0) -> int:
+    """A plain context made with cuCtxCreate; it becomes current on this thread."""
+    driver = _driver()
+    try:  # cuda-bindings 13: cuCtxCreate(CUctxCreateParams | None, flags, dev)
+        result = driver.cuCtxCreate(None, flags, as_device(dev))
+    except TypeError:  # cuda-bindings 12: cuCtxCreate(flags, dev)
+        result = driver.cuCtxCreate(flags, as_device(dev))
+    return int(check(result, "cuCtxCreate"))
+
+
+def destroy_context(ctx) -> None:
+    check(_driver().cuCtxDestroy(as_context(ctx)), "cuCtxDestroy")
+
+
+def primary_retain(dev) -> int:
+    return int(check(_driver().cuDevicePrimaryCtxRetain(as_device(dev)), "cuDevicePrimaryCtxRetain"))
+
+
+def primary_release(dev) -> None:
+    check(_driver().cuDevicePrimaryCtxRelease(as_device(dev)), "cuDevicePrimaryCtxRelease")
+
+
+def primary_reset(dev) -> None:
+    check(_driver().cuDevicePrimaryCtxReset(as_device(dev)), "cuDevicePrimaryCtxReset")
+
+
+def primary_set_flags(dev, flags: int) -> None:
+    check(_driver().cuDevicePrimaryCtxSetFlags(as_device(dev), flags), "cuDevicePrimaryCtxSetFlags")
+
+
+@dataclass(frozen=True)
+class PrimaryState:
+    active: bool
+    flags: int
+
+
+def primary_state(dev) -> PrimaryState:
+    flags, active = check(_driver().cuDevicePrimaryCtxGetState(as_device(dev)), "cuDevicePrimaryCtxGetState")
+    return PrimaryState(bool(active), int(flags))
+
+
+def pointer_context(ptr: int) -> int:
+    driver = _driver()
+    attr = driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_CONTEXT
+    return int(check(driver.cuPointerGetAttribute(attr, int(ptr)), "cuPointerGetAttribute(CONTEXT)"))
+
+
+def pointer_device(ptr: int) -> int:
+    driver = _driver()
+    attr = driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    return int(check(driver.cuPointerGetAttribute(attr, int(ptr)), "cuPointerGetAttribute(DEVICE_ORDINAL)"))
+
+
+def stream_context(stream: int) -> int:
+    driver = _driver()
+    return int(check(driver.cuStreamGetCtx(driver.CUstream(int(stream))), "cuStreamGetCtx"))
+
+
+def stream_create() -> int:
+    driver = _driver()
+    flags = driver.CUstream_flags.CU_STREAM_NON_BLOCKING
+    return int(check(driver.cuStreamCreate(flags), "cuStreamCreate"))
+
+
+def stream_synchronize(stream: int) -> None:
+    driver = _driver()
+    check(driver.cuStreamSynchronize(driver.CUstream(int(stream))), "cuStreamSynchronize")
+
+
+def mem_alloc(nbytes: int) -> int:
+    return int(check(_driver().cuMemAlloc(nbytes), "cuMemAlloc"))
+
+
+def mem_free(ptr: int) -> None:
+    check(_driver().cuMemFree(int(ptr)), "cuMemFree")
+
+
+def mem_get_info() -> tuple[int, int]:
+    free, total = check(_driver().cuMemGetInfo(), "cuMemGetInfo")
+    return int(free), int(total)
+
+
+def copy_to_device(ptr: int, data: bytes) -> None:
+    check(_driver().cuMemcpyHtoD(int(ptr), data, len(data)), "cuMemcpyHtoD")
+
+
+def copy_from_device(ptr: int, nbytes: int) -> bytes:
+    buf = bytearray(nbytes)
+    check(_driver().cuMemcpyDtoH(buf, int(ptr), nbytes), "cuMemcpyDtoH")
+    return bytes(buf)
+
+
+def outcome(fn, *args, call: str | None = None) -> dict:
+    """Run a helper and record what happened instead of raising: for calls expected to fail."""
+    try:
+        value = fn(*args)
+    except CudaError as exc:
+        return {"ok": False, "status": exc.name, "call": call or exc.call}
+    return {"ok": True, "status": "CUDA_SUCCESS", "value": value, "call": call}
+
+
+def raw_status(result, call: str) -> str:
+    """The NAME of a raw result's status, success included (for recording deprecated calls)."""
+    status = result[0] if isinstance(result, tuple) else result
+    if int(status) == 0:
+        return status.name
+    return error_from(status, call).name

@@ -1,0 +1,112 @@
+"""The probe module: CUDA C built once per process with NVRTC, loaded per context.
+
+It holds a ``__device__`` global and kernels that change it and that read
+through a pointer, so labs can see which context's copy of the global they
+touch and whether memory of another context can be dereferenced.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+from dataclasses import dataclass
+
+from ctxlab.cuda import driver as drv
+from ctxlab.cuda.environment import init_driver
+from ctxlab.cuda.errors import CudaError, check
+
+PROBE_SOURCE = r"""
+__device__ long long probe_global = 0;
+
+extern "C" __global__ void add_to_global(long long k) { probe_global += k; }
+
+extern "C" __global__ void read_through(const long long* p, long long* out) { *out = *p; }
+"""
+
+_cubins: dict[tuple[str, int, int], bytes] = {}
+_lock = threading.Lock()
+
+
+def compile_cubin(source: str, name: str, major: int, minor: int) -> bytes:
+    """NVRTC -> cubin for this GPU's architecture (a cubin needs no PTX JIT, so
+    a newer NVRTC than the driver still works)."""
+    from cuda.bindings import nvrtc
+
+    key = (source, major, minor)
+    with _lock:
+        if key in _cubins:
+            return _cubins[key]
+        prog = check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], []), "nvrtcCreateProgram")
+        try:
+            options = [f"--gpu-architecture=sm_{major}{minor}".encode(), b"-std=c++17"]
+            status = nvrtc.nvrtcCompileProgram(prog, len(options), options)
+            if int(status[0]) != 0:
+                size = check(nvrtc.nvrtcGetProgramLogSize(prog))
+                log = b" " * size
+                check(nvrtc.nvrtcGetProgramLog(prog, log))
+                raise CudaError(status[0].name, int(status[0]), log.decode(errors="replace").strip(), "nvrtcCompileProgram")
+            size = check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
+            cubin = b" " * size
+            check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
+        finally:
+            nvrtc.nvrtcDestroyProgram(prog)
+        _cubins[key] = cubin
+        return cubin
+
+
+def _arch_of_current_context() -> tuple[int, int]:
+    driver = init_driver()
+    dev = check(driver.cuCtxGetDevice(), "cuCtxGetDevice")
+    attr = driver.CUdevice_attribute
+    major = check(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+    minor = check(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+    return int(major), int(minor)
+
+
+@dataclass
+class ProbeModule:
+    """The probe module as loaded into one context."""
+
+    context: int
+    module: object
+    global_address: int
+    global_size: int
+    add_fn: object
+    read_fn: object
+
+    @classmethod
+    def load(cls) -> "ProbeModule":
+        """Build (once per process) and load into the context current on this thread."""
+        driver = init_driver()
+        ctx = drv.current()
+        if ctx.none:
+            raise CudaError("CUDA_ERROR_INVALID_CONTEXT", 201, "no context is current on this thread", "ProbeModule.load")
+        cubin = compile_cubin(PROBE_SOURCE, "ctxlab_probe.cu", *_arch_of_current_context())
+        module = check(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
+        address, size = check(driver.cuModuleGetGlobal(module, b"probe_global"), "cuModuleGetGlobal")
+        add_fn = check(driver.cuModuleGetFunction(module, b"add_to_global"), "cuModuleGetFunction")
+        read_fn = check(driver.cuModuleGetFunction(module, b"read_through"), "cuModuleGetFunction")
+        return cls(ctx.handle, module, int(address), int(size), add_fn, read_fn)
+
+    def read_global(self) -> int:
+        return struct.unpack("<q", drv.copy_from_device(self.global_address, 8))[0]
+
+    def write_global(self, value: int) -> None:
+        drv.copy_to_device(self.global_address, struct.pack("<q", value))
+
+    def add_to_global(self, k: int, stream: int = 0) -> None:
+        """Launch ``add_to_global<<<1,1,0,stream>>>(k)`` in the current context."""
+        self._launch(self.add_fn, ((k,), (ctypes.c_longlong,)), stream, "cuLaunchKernel(add_to_global)")
+
+    def read_through(self, src: int, out: int, stream: int = 0) -> None:
+        """Launch ``read_through<<<1,1>>>(src, out)``: ``*out = *src`` on the device."""
+        self._launch(self.read_fn, ((src, out), (ctypes.c_void_p, ctypes.c_void_p)), stream,
+                     "cuLaunchKernel(read_through)")
+
+    def _launch(self, fn, args, stream: int, call: str) -> None:
+        driver = init_driver()
+        check(driver.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, driver.CUstream(int(stream)), args, 0), call)
+
+    def unload(self) -> None:
+        check(init_driver().cuModuleUnload(self.module), "cuModuleUnload")

@@ -1,0 +1,1 @@
+"""Running lab steps: named host threads in a fixed order, and child processes."""

@@ -1,0 +1,158 @@
+"""Run one function in a child process with a timeout.
+
+Labs that may leave a sticky error (700-class: "the process must be
+terminated and relaunched") or reset the primary context run here, so they can
+never take the caller down. Children come from a forkserver that imported CuPy
+and cuda.bindings before any CUDA call (importing them does not initialise
+CUDA), so a child pays neither the imports nor an inherited CUDA state.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from multiprocessing.connection import wait
+from typing import Any, Callable
+
+_PRELOAD = ["ctxlab.harness.preload"]
+_context = None
+_progress_conn = None  # set in a child: where report_progress sends
+
+
+def report_progress(done: int, total: int) -> None:
+    """From code running in a child: tell the parent how far it is (no-op elsewhere)."""
+    if _progress_conn is not None:
+        try:
+            _progress_conn.send((done, total))
+        except OSError:
+            pass
+
+
+class IsolatedFailure(RuntimeError):
+    """The child crashed, hung, or raised; ``kind`` says which, ``output`` is its output tail."""
+
+    def __init__(self, kind: str, message: str, output: str = ""):
+        super().__init__(message)
+        self.kind, self.message, self.output = kind, message, output
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "message": self.message, "output_tail": self.output}
+
+
+def _mp():
+    global _context
+    if _context is None:
+        _context = multiprocessing.get_context("forkserver")
+        _context.set_forkserver_preload(_PRELOAD)
+    return _context
+
+
+def _child(target: str, args: tuple, kwargs: dict, conn, log_path: str, env: dict, progress_conn) -> None:
+    global _progress_conn
+    _progress_conn = progress_conn
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.environ.update(env)
+    try:
+        module_name, func_name = target.split(":")
+        func = getattr(importlib.import_module(module_name), func_name)
+        value = func(*args, **kwargs)
+        conn.send(("ok", value))
+    except BaseException as exc:
+        text = "".join(traceback.format_exception(exc))
+        try:
+            conn.send(("error", (exc, text)))
+        except Exception:  # an exception that does not pickle: send its text
+            conn.send(("error", (None, text)))
+    finally:
+        conn.close()
+
+
+def tail(text: str, limit: int = 4000) -> str:
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def run_isolated(target: str, *args: Any, timeout: float = 60.0, env: dict | None = None,
+                 on_progress: Callable[[int, int], None] | None = None, **kwargs: Any) -> Any:
+    """Call ``module:function(*args, **kwargs)`` in a fresh child; return its value.
+
+    ``env`` is set in the child before the target runs (CUDA reads variables
+    such as CUDA_MODULE_LOADING when it initialises, which the child has not).
+    """
+    mp = _mp()
+    fd, log_path = tempfile.mkstemp(prefix="ctxlab-child-", suffix=".log")
+    os.close(fd)
+    parent, child = mp.Pipe(duplex=False)
+    progress_in, progress_out = mp.Pipe(duplex=False)
+    process = mp.Process(target=_child, args=(target, args, kwargs, child, log_path, dict(env or {}), progress_out),
+                         name=f"ctxlab:{target}", daemon=True)
+    try:
+        process.start()
+        child.close()
+        progress_out.close()
+        deadline = time.monotonic() + timeout
+        message, timed_out = None, False
+        # Read before join: a large result would otherwise block the child on a full pipe.
+        while message is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            ready = wait([parent, progress_in], min(remaining, 0.5))
+            if progress_in in ready:
+                _drain(progress_in, on_progress)
+            try:
+                if parent in ready:
+                    message = parent.recv()
+                elif not ready and not process.is_alive() and not parent.poll(0):
+                    break
+            except EOFError:
+                break
+        _drain(progress_in, on_progress)
+        if message is None and not timed_out:
+            process.join(5)  # the pipe closed: the child is dying; let it be reaped
+        if message is None and process.is_alive():
+            process.kill()
+            process.join(5)
+            raise IsolatedFailure("timeout", f"{target} did not finish within {timeout:g} s", _read(log_path))
+        process.join(max(1.0, deadline - time.monotonic()))
+        if message is None:
+            code = process.exitcode
+            how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+            raise IsolatedFailure("crash", f"{target} died with {how} before it answered", _read(log_path))
+        kind, value = message
+        if kind == "ok":
+            return value
+        exc, text = value
+        raise IsolatedFailure("exception", text.strip().splitlines()[-1] if text.strip() else "exception",
+                              tail(text + "\n" + _read(log_path)))
+    finally:
+        parent.close()
+        progress_in.close()
+        if process.is_alive():
+            process.kill()
+        Path(log_path).unlink(missing_ok=True)
+
+
+def _drain(conn, on_progress) -> None:
+    """Pass on every progress report waiting in the pipe."""
+    try:
+        while conn.poll(0):
+            done, total = conn.recv()
+            if on_progress:
+                on_progress(done, total)
+    except (EOFError, OSError):
+        pass
+
+
+def _read(path: str) -> str:
+    try:
+        return tail(Path(path).read_text(errors="replace"))
+    except OSError:
+        return ""

@@ -1,0 +1,29 @@
+"""Collects observations, each stamped with the thread that made it and the
+context that thread saw."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from ctxlab.record import Observation
+
+ContextProbe = Callable[[], tuple[int | None, int | None]]  # -> (handle, id)
+
+
+class Recorder:
+    def __init__(self, context_probe: ContextProbe | None = None, scenario: str | None = None):
+        self._probe = context_probe
+        self._lock = threading.Lock()
+        self.scenario = scenario
+        self.observations: list[Observation] = []
+
+    def add(self, step: str, what: str, value: Any = None, *, round: int | None = None,
+            context: tuple[int | None, int | None] | None = None, scenario: str | None = None) -> Observation:
+        """Record; the context is the one current on the calling thread unless given."""
+        handle, ident = context if context is not None else (self._probe() if self._probe else (None, None))
+        obs = Observation(step=step, thread=threading.current_thread().name, context_id=ident, what=what,
+                          value=value, context=handle, scenario=scenario or self.scenario, round=round)
+        with self._lock:
+            self.observations.append(obs)
+        return obs

@@ -1,0 +1,129 @@
+"""Named host threads that take steps in a fixed order and pass a baton.
+
+CUDA keeps the current context per host thread, so a lab needs real, long-lived
+threads with names, and a reproducible order in which they act. A
+``Choreography`` starts one thread per name; step k runs on ``steps[k].thread``
+and hands its result (the baton: a context handle, a token, anything) straight
+to the thread of step k+1 through that thread's queue. No sleeps: the order is
+the list's. A step that raises stops the run with ``StepFailed``; a step that
+never finishes stops it with ``HandoffTimeout`` naming the thread and step.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+_STOP = object()
+
+
+@dataclass(frozen=True)
+class Step:
+    thread: str
+    name: str
+    action: Callable[[Any], Any]  # baton in, baton out
+    round: int | None = None
+
+
+class HandoffTimeout(TimeoutError):
+    def __init__(self, thread: str, step: str, round: int | None, seconds: float):
+        self.thread, self.step, self.round, self.seconds = thread, step, round, seconds
+        where = f" (round {round})" if round is not None else ""
+        super().__init__(f"thread {thread} did not finish step {step!r}{where} within {seconds:g} s")
+
+
+class StepFailed(RuntimeError):
+    def __init__(self, thread: str, step: str, round: int | None, error: BaseException):
+        self.thread, self.step, self.round, self.error = thread, step, round, error
+        where = f" (round {round})" if round is not None else ""
+        super().__init__(f"thread {thread}, step {step!r}{where}: {type(error).__name__}: {error}")
+
+
+class Choreography:
+    def __init__(self, threads: Sequence[str], timeout: float = 30.0,
+                 progress: Callable[[int, int], None] | None = None, progress_every: int = 256):
+        if not threads:
+            raise ValueError("a choreography needs at least one thread")
+        if len(set(threads)) != len(threads):
+            raise ValueError("thread names must be unique")
+        self.names = list(threads)
+        self.timeout = timeout
+        self.progress = progress
+        self.progress_every = max(1, progress_every)
+
+    def run(self, steps: Sequence[Step], baton: Any = None) -> Any:
+        """Run every step in order on its thread; return the last step's baton."""
+        steps = list(steps)
+        unknown = {s.thread for s in steps} - set(self.names)
+        if unknown:
+            raise ValueError(f"steps name threads that do not exist: {', '.join(sorted(unknown))}")
+        if not steps:
+            return baton
+        inboxes = {name: queue.SimpleQueue() for name in self.names}
+        done: queue.SimpleQueue = queue.SimpleQueue()
+        completed = [0]  # written by workers only: one step runs at a time
+
+        def worker(name: str) -> None:
+            inbox = inboxes[name]
+            while True:
+                message = inbox.get()
+                if message is _STOP:
+                    return
+                index, value = message
+                step = steps[index]
+                try:
+                    value = step.action(value)
+                except BaseException as exc:  # handed to the caller, who decides
+                    done.put(("error", index, exc))
+                    continue
+                completed[0] = index + 1
+                if index + 1 == len(steps):
+                    done.put(("done", index, value))
+                else:
+                    inboxes[steps[index + 1].thread].put((index + 1, value))
+
+        workers = [threading.Thread(target=worker, args=(name,), name=name, daemon=True) for name in self.names]
+        for thread in workers:
+            thread.start()
+        try:
+            inboxes[steps[0].thread].put((0, baton))
+            return self._wait(steps, done, completed)
+        finally:
+            for inbox in inboxes.values():
+                inbox.put(_STOP)
+            deadline = time.monotonic() + 1.0
+            for thread in workers:
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _wait(self, steps, done, completed) -> Any:
+        last_count, last_change = -1, time.monotonic()
+        reported = 0
+        while True:
+            try:
+                kind, index, value = done.get(timeout=min(0.1, self.timeout))
+            except queue.Empty:
+                count = completed[0]
+                now = time.monotonic()
+                if count != last_count:
+                    last_count, last_change = count, now
+                elif now - last_change > self.timeout:
+                    stuck = steps[count]
+                    raise HandoffTimeout(stuck.thread, stuck.name, stuck.round, self.timeout) from None
+                if self.progress and count - reported >= self.progress_every:
+                    reported = count
+                    self.progress(count, len(steps))
+                continue
+            if kind == "error":
+                step = steps[index]
+                raise StepFailed(step.thread, step.name, step.round, value) from value
+            if self.progress:
+                self.progress(len(steps), len(steps))
+            return value
+
+
+def relay_steps(threads: Sequence[str], rounds: int, name: str, action: Callable[[Any], Any]) -> list[Step]:
+    """Round-robin: every thread in turn, for ``rounds`` rounds, each taking the same action."""
+    return [Step(thread, name, action, round=r) for r in range(rounds) for thread in threads]

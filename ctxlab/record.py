@@ -1,0 +1,174 @@
+"""Immutable result records and their versioned JSON (DESIGN.md section 3).
+
+A file holds one run (``{"schema": "ctxlab/1", "lab": ...}``) or several
+(``{"schema": "ctxlab/1", "runs": [...]}``); both load with ``load_runs``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA = "ctxlab/1"
+
+VERDICTS = ("holds", "fails", "changed", "observed", "skipped")
+
+
+class ResultFileError(ValueError):
+    """A result file that cannot be read: missing, not JSON, another schema, or malformed."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    step: str
+    thread: str
+    context_id: int | None
+    what: str
+    value: Any = None
+    context: int | None = None  # the CUcontext handle the thread saw
+    scenario: str | None = None
+    round: int | None = None
+    events: tuple = ()  # CUPTI events caused by this step, when traced
+
+    def to_dict(self) -> dict:
+        out = {"step": self.step, "thread": self.thread, "context_id": self.context_id,
+               "context": self.context, "what": self.what, "value": self.value}
+        if self.scenario is not None:
+            out["scenario"] = self.scenario
+        if self.round is not None:
+            out["round"] = self.round
+        if self.events:
+            out["events"] = list(self.events)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Observation":
+        return cls(step=data["step"], thread=data["thread"], context_id=data.get("context_id"),
+                   what=data["what"], value=data.get("value"), context=data.get("context"),
+                   scenario=data.get("scenario"), round=data.get("round"),
+                   events=tuple(data.get("events", ())))
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    id: str
+    statement: str
+    source: str
+    verdict: str
+    evidence: str
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict {self.verdict!r} is not one of {', '.join(VERDICTS)}")
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "statement": self.statement, "source": self.source,
+                "verdict": self.verdict, "evidence": self.evidence}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ClaimResult":
+        return cls(**{k: data[k] for k in ("id", "statement", "source", "verdict", "evidence")})
+
+
+@dataclass(frozen=True)
+class LabResult:
+    lab: str
+    started: str
+    seconds: float
+    environment: dict
+    options: dict
+    observations: tuple[Observation, ...]
+    claims: tuple[ClaimResult, ...]
+    errors: tuple[dict, ...] = ()  # scenarios that crashed or timed out in their child process
+    metrics: dict = field(default_factory=dict)
+    trace: tuple = ()
+
+    @property
+    def failed(self) -> bool:
+        return any(c.verdict == "fails" for c in self.claims) or bool(self.errors)
+
+    def to_dict(self) -> dict:
+        out = {"schema": SCHEMA, "lab": self.lab, "started": self.started, "seconds": round(self.seconds, 4),
+               "environment": self.environment, "options": self.options,
+               "observations": [o.to_dict() for o in self.observations],
+               "claims": [c.to_dict() for c in self.claims]}
+        if self.errors:
+            out["errors"] = list(self.errors)
+        if self.metrics:
+            out["metrics"] = self.metrics
+        if self.trace:
+            out["trace"] = list(self.trace)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "LabResult":
+        return cls(lab=data["lab"], started=data["started"], seconds=float(data["seconds"]),
+                   environment=dict(data["environment"]), options=dict(data.get("options", {})),
+                   observations=tuple(Observation.from_dict(o) for o in data["observations"]),
+                   claims=tuple(ClaimResult.from_dict(c) for c in data["claims"]),
+                   errors=tuple(data.get("errors", ())), metrics=dict(data.get("metrics", {})),
+                   trace=tuple(data.get("trace", ())))
+
+
+def dumps(runs: list[LabResult]) -> str:
+    if len(runs) == 1:
+        return json.dumps(runs[0].to_dict(), indent=2)
+    return json.dumps({"schema": SCHEMA, "runs": [r.to_dict() for r in runs]}, indent=2)
+
+
+def parse_runs(data: Any, origin: str = "<data>") -> list[LabResult]:
+    if not isinstance(data, dict):
+        raise ResultFileError(f"{origin}: expected a JSON object, found {type(data).__name__}")
+    schema = data.get("schema")
+    if schema != SCHEMA:
+        raise ResultFileError(f"{origin}: schema {schema!r} is not {SCHEMA!r}; this ctxlab reads {SCHEMA} only")
+    items = data["runs"] if "runs" in data else [data]
+    runs = []
+    for index, item in enumerate(items):
+        try:
+            runs.append(LabResult.from_dict(item))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ResultFileError(f"{origin}: run {index} is malformed ({type(exc).__name__}: {exc})") from None
+    return runs
+
+
+def load_runs(path: str | os.PathLike) -> list[LabResult]:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ResultFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ResultFileError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    return parse_runs(data, str(path))
+
+
+def atomic_write(path: str | os.PathLike, text: str) -> None:
+    """Write to a temporary file beside the target, then rename: never half a file."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Fail before a long run, not after it, when an output path cannot be written."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise OSError(f"{path} is a directory")
+    if not parent.is_dir():
+        raise OSError(f"{parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise OSError(f"{parent} is not writable")

@@ -1,0 +1,36 @@
+"""Markdown: for lab write-ups and CI step summaries."""
+
+from __future__ import annotations
+
+from ctxlab.record import LabResult
+from ctxlab.report.text import context_label, environment_line, short, verdict_counts
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(runs: list[LabResult], timeline: bool = True) -> str:
+    lines: list[str] = []
+    for run in runs:
+        lines += [f"## {run.lab}", "", f"{environment_line(run)}; {run.seconds:.2f} s; started {run.started}", ""]
+        counts = ", ".join(f"{n} {v}" for v, n in verdict_counts(run).items())
+        lines += [f"**{len(run.claims)} claims:** {counts}", ""]
+        lines += ["| verdict | claim | evidence | source |", "|---|---|---|---|"]
+        for c in run.claims:
+            lines.append(f"| **{c.verdict}** | {_cell(c.id)}: {_cell(c.statement)} | {_cell(c.evidence)} | {_cell(c.source)} |")
+        lines.append("")
+        if run.metrics:
+            lines += ["| figure | value |", "|---|---|"]
+            lines += [f"| {k} | {_cell(short(v))} |" for k, v in run.metrics.items()]
+            lines.append("")
+        for error in run.errors:
+            lines += [f"**error** in {error.get('scenario', run.lab)}: {_cell(error.get('message'))}", ""]
+        if timeline and run.observations:
+            lines += ["| scenario | round | thread | step | context | what | value |", "|---|---|---|---|---|---|---|"]
+            for o in run.observations:
+                rnd = "" if o.round is None else o.round
+                lines.append(f"| {_cell(o.scenario or '')} | {rnd} | {_cell(o.thread)} | {_cell(o.step)} | "
+                             f"{context_label(o)} | {_cell(o.what)} | {_cell(short(o.value, 120))} |")
+            lines.append("")
+    return "\n".join(lines)

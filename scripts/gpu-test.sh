@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# On a GPU machine: install what is missing, run the whole test suite (GPU tests
+# included) and the labs, and leave logs and results in the folder given.
+#   scripts/gpu-test.sh OUTDIR [extra pytest args]
+# Wheels for packages the machine lacks (no registry there) may lie in .whl/.
+set -uo pipefail
+out=${1:?usage: scripts/gpu-test.sh OUTDIR [pytest args]}
+shift
+mkdir -p "$out"
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/ctxlab-site .whl/*.whl
+  export PYTHONPATH=/tmp/ctxlab-site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+status=0
+nvidia-smi --query-gpu=name,driver_version --format=csv > "$out/nvidia-smi.txt" 2>&1
+python3 -m ctxlab doctor || status=1
+CTXLAB_RESULTS="$out" python3 -m pytest -ra --junitxml="$out/pytest.xml" "$@" 2>&1 | tee "$out/pytest.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+exit $status

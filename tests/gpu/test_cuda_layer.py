@@ -1,0 +1,59 @@
+import pytest
+
+from ctxlab.harness.isolate import run_isolated
+
+pytestmark = pytest.mark.gpu
+
+
+def test_check_turns_a_real_driver_error_into_a_named_cuda_error():
+    from ctxlab.cuda.environment import init_driver
+    from ctxlab.cuda.errors import CudaError, check
+
+    driver = init_driver()
+    with pytest.raises(CudaError) as info:
+        check(driver.cuDeviceGet(10_000), "cuDeviceGet")
+    assert info.value.name == "CUDA_ERROR_INVALID_DEVICE" and info.value.code == 101
+    assert info.value.explanation  # NVIDIA's sentence, from the real driver
+
+
+def test_a_driver_call_on_a_thread_without_context_is_invalid_context():
+    import threading
+
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.errors import CudaError
+
+    seen = {}
+
+    def body():
+        seen["current"] = drv.current().handle
+        try:
+            drv.synchronize()
+        except CudaError as exc:
+            seen["error"] = exc.name
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    assert seen == {"current": 0, "error": "CUDA_ERROR_INVALID_CONTEXT"}
+
+
+def test_helpers_against_the_real_driver():
+    out = run_isolated("tests.gpu.gpu_targets:helpers_roundtrip", timeout=120)
+    assert out["before"] == 0 and out["after_pop"] == 0
+    assert out["pushed_is_primary"] and out["pointer_context_is_primary"] and out["stream_context_is_primary"]
+    assert out["popped_is_primary"] and out["created_is_current"] and out["created_id_differs"]
+    assert out["pointer_device"] == 0
+    assert out["global"] == 42
+    assert out["state_after"] is True
+
+
+def test_doctor_on_a_real_gpu():
+    from ctxlab.cuda.environment import doctor
+
+    report = doctor()
+    assert report["missing"] == []
+    assert report["driver"]["version"] >= 12000
+    dev = report["driver"]["devices"][0]
+    assert dev["name"] and dev["compute_capability"].count(".") == 1 and dev["memory_bytes"] > 2**30
+    assert report["driver"]["module_loading_mode"].startswith("CU_MODULE_")
+    assert report["cupy"]["runtime_version"] >= 12000 and report["cuda_bindings"]["runtime_version"] >= 12000

@@ -1,0 +1,31 @@
+"""Targets for the isolation tests: run in child processes."""
+
+import os
+import signal
+import time
+
+
+def answer(x, y=1):
+    return {"sum": x + y, "env": os.environ.get("CTXLAB_TEST_VAR"), "pid": os.getpid()}
+
+
+def crash():
+    print("about to crash", flush=True)
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def hang():
+    print("hanging", flush=True)
+    time.sleep(60)
+
+
+def fail():
+    raise ValueError("bad input in child")
+
+
+def progress():
+    from ctxlab.harness.isolate import report_progress
+
+    for i in range(1, 4):
+        report_progress(i, 3)
+    return "done"

@@ -1,0 +1,95 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from ctxlab.cli import cli
+from ctxlab.record import dumps
+from tests.test_record import sample
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_every_command_has_help():
+    for name, command in cli.commands.items():
+        result = invoke(name, "--help")
+        assert result.exit_code == 0, name
+        assert command.help and command.help.split("\n")[0] in result.output
+
+
+def test_top_level_help_and_version():
+    assert "holds, fails, changed, observed" in invoke("--help").output
+    assert "0.1.0" in invoke("--version").output
+
+
+@pytest.mark.parametrize("fmt, marker", [("table", "demo.claim"), ("json", '"schema": "ctxlab/1"'),
+                                         ("junit", "<testsuites"), ("markdown", "| **holds** |")])
+def test_show_renders_a_recorded_file(tmp_path, fmt, marker):
+    path = tmp_path / "r.json"
+    path.write_text(dumps([sample()]))
+    result = invoke("show", str(path), "--format", fmt)
+    assert result.exit_code == 0
+    assert marker in result.output
+
+
+def test_show_writes_output_atomically(tmp_path):
+    src, dst = tmp_path / "r.json", tmp_path / "out.xml"
+    src.write_text(dumps([sample()]))
+    assert invoke("show", str(src), "--format", "junit", "--output", str(dst)).exit_code == 0
+    assert dst.read_text().startswith("<?xml")
+
+
+@pytest.mark.parametrize("content, message", [("{broken", "not JSON"), ('{"schema": "other/9"}', "schema")])
+def test_show_bad_files_exit_2_without_traceback(tmp_path, content, message):
+    path = tmp_path / "r.json"
+    path.write_text(content)
+    result = invoke("show", str(path))
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_show_missing_file_exits_2(tmp_path):
+    result = invoke("show", str(tmp_path / "absent.json"))
+    assert result.exit_code == 2 and "cannot read" in result.output
+
+
+@pytest.mark.parametrize("args", [["--threads", "0"], ["--threads", "-3"], ["--rounds", "0"],
+                                  ["--threads", "100000"], ["--context", "green"], ["--device", "-1"],
+                                  ["--timeout", "0"]])
+def test_migrate_rejects_bad_options(args):
+    result = invoke("migrate", *args)
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+
+
+def test_migrate_refuses_absurd_totals():
+    result = invoke("migrate", "--threads", "1024", "--rounds", "1000000")
+    assert result.exit_code == 2 and "10,000,000" in result.output
+
+
+def test_unwritable_output_is_refused_before_running(tmp_path):
+    result = invoke("migrate", "--output", str(tmp_path / "no" / "such" / "dir.json"))
+    assert result.exit_code == 2 and "cannot write output" in result.output
+
+
+@pytest.mark.nogpu
+@pytest.mark.parametrize("command", [["migrate"], ["refcount"], ["migrate", "--device", "3"]])
+def test_gpu_commands_without_gpu_exit_2_with_one_line(command):
+    result = invoke(*command)
+    assert result.exit_code == 2
+    assert result.output.startswith("Error: no usable GPU:")
+    assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.nogpu
+def test_doctor_without_gpu_reports_what_it_found_and_what_is_missing():
+    result = invoke("doctor", "--json")
+    assert result.exit_code == 2
+    report = json.loads(result.output)
+    assert report["driver"]["ok"] is False
+    assert any(line.startswith("driver:") for line in report["missing"])
+    assert report["python"]
+    table = invoke("doctor")
+    assert table.exit_code == 2 and "missing" in table.output

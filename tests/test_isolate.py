@@ -1,0 +1,37 @@
+import os
+
+import pytest
+
+from ctxlab.harness.isolate import IsolatedFailure, run_isolated
+
+
+def test_value_and_environment_come_back_from_a_child():
+    out = run_isolated("tests.isolate_targets:answer", 2, y=3, env={"CTXLAB_TEST_VAR": "seen"}, timeout=60)
+    assert out["sum"] == 5 and out["env"] == "seen" and out["pid"] != os.getpid()
+
+
+def test_a_crash_is_reported_with_the_output_tail():
+    with pytest.raises(IsolatedFailure) as info:
+        run_isolated("tests.isolate_targets:crash", timeout=60)
+    assert info.value.kind == "crash"
+    assert "signal 11" in info.value.message
+    assert "about to crash" in info.value.output
+
+
+def test_a_hang_is_killed_at_the_timeout():
+    with pytest.raises(IsolatedFailure) as info:
+        run_isolated("tests.isolate_targets:hang", timeout=1.5)
+    assert info.value.kind == "timeout" and "hanging" in info.value.output
+
+
+def test_an_exception_comes_back_with_its_text():
+    with pytest.raises(IsolatedFailure) as info:
+        run_isolated("tests.isolate_targets:fail", timeout=60)
+    assert info.value.kind == "exception"
+    assert "ValueError: bad input in child" in info.value.message
+
+
+def test_progress_reaches_the_parent():
+    seen = []
+    assert run_isolated("tests.isolate_targets:progress", timeout=60, on_progress=lambda d, t: seen.append((d, t))) == "done"
+    assert seen == [(1, 3), (2, 3), (3, 3)]

@@ -1,0 +1,83 @@
+import threading
+
+import pytest
+
+from ctxlab.harness.recorder import Recorder
+from ctxlab.harness.threads import Choreography, HandoffTimeout, Step, StepFailed, relay_steps
+
+
+def test_steps_run_in_order_each_on_its_named_thread():
+    seen = []
+
+    def action(tag):
+        def step(baton):
+            seen.append((tag, threading.current_thread().name, baton))
+            return baton + [tag]
+        return step
+
+    steps = [Step("a", "s1", action(1)), Step("b", "s2", action(2)), Step("a", "s3", action(3)),
+             Step("c", "s4", action(4))]
+    final = Choreography(["a", "b", "c"]).run(steps, [])
+    assert final == [1, 2, 3, 4]
+    assert seen == [(1, "a", []), (2, "b", [1]), (3, "a", [1, 2]), (4, "c", [1, 2, 3])]
+
+
+def test_threads_are_the_same_host_threads_across_steps():
+    idents = {}
+
+    def step(name):
+        def act(baton):
+            idents.setdefault(name, set()).add(threading.get_ident())
+            return baton
+        return act
+
+    steps = [s for r in range(5) for s in (Step("x", "go", step("x")), Step("y", "go", step("y")))]
+    Choreography(["x", "y"]).run(steps)
+    assert len(idents["x"]) == 1 and len(idents["y"]) == 1 and idents["x"] != idents["y"]
+
+
+def test_relay_passes_the_baton_round_robin_without_loss():
+    names = [f"w{i}" for i in range(8)]
+    steps = relay_steps(names, 50, "inc", lambda n: n + 1)
+    assert [s.thread for s in steps[:9]] == names + ["w0"]
+    assert Choreography(names).run(steps, 0) == 400
+
+
+def test_recorder_names_the_thread_that_saw_it():
+    rec = Recorder(scenario="demo")
+    steps = [Step("first", "look", lambda b: rec.add("look", "value", b) and b),
+             Step("second", "look", lambda b: rec.add("look", "value", b + 1) and b)]
+    Choreography(["first", "second"]).run(steps, 10)
+    assert [(o.thread, o.value, o.scenario) for o in rec.observations] == [("first", 10, "demo"), ("second", 11, "demo")]
+
+
+def test_a_hung_step_times_out_naming_thread_and_step():
+    release = threading.Event()
+    steps = [Step("a", "fine", lambda b: b), Step("b", "stuck", lambda b: release.wait(10), round=3)]
+    with pytest.raises(HandoffTimeout) as info:
+        Choreography(["a", "b"], timeout=0.3).run(steps)
+    release.set()
+    assert (info.value.thread, info.value.step, info.value.round) == ("b", "stuck", 3)
+    assert "thread b did not finish step 'stuck' (round 3)" in str(info.value)
+
+
+def test_a_failing_step_stops_the_run_with_its_error():
+    def boom(_):
+        raise KeyError("gone")
+
+    later = []
+    steps = [Step("a", "ok", lambda b: b), Step("b", "boom", boom), Step("a", "never", later.append)]
+    with pytest.raises(StepFailed) as info:
+        Choreography(["a", "b"]).run(steps)
+    assert info.value.thread == "b" and info.value.step == "boom"
+    assert isinstance(info.value.error, KeyError)
+    assert later == []
+
+
+def test_bad_choreographies_are_refused():
+    with pytest.raises(ValueError):
+        Choreography([])
+    with pytest.raises(ValueError):
+        Choreography(["a", "a"])
+    with pytest.raises(ValueError, match="do not exist"):
+        Choreography(["a"]).run([Step("z", "s", lambda b: b)])
