@@ -81,3 +81,12 @@ def test_bad_choreographies_are_refused():
         Choreography(["a", "a"])
     with pytest.raises(ValueError, match="do not exist"):
         Choreography(["a"]).run([Step("z", "s", lambda b: b)])
+
+
+def test_harness_errors_pickle_across_processes():
+    import pickle
+
+    t = pickle.loads(pickle.dumps(HandoffTimeout("b", "stuck", 2, 1.5)))
+    assert (t.thread, t.step, t.round, t.seconds) == ("b", "stuck", 2, 1.5)
+    f = pickle.loads(pickle.dumps(StepFailed("a", "go", None, KeyError("k"))))
+    assert (f.thread, f.step) == ("a", "go") and isinstance(f.error, KeyError)

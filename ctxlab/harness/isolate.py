@@ -64,12 +64,8 @@ def _child(target: str, args: tuple, kwargs: dict, conn, log_path: str, env: dic
         func = getattr(importlib.import_module(module_name), func_name)
         value = func(*args, **kwargs)
         conn.send(("ok", value))
-    except BaseException as exc:
-        text = "".join(traceback.format_exception(exc))
-        try:
-            conn.send(("error", (exc, text)))
-        except Exception:  # an exception that does not pickle: send its text
-            conn.send(("error", (None, text)))
+    except BaseException as exc:  # its text travels: not every exception pickles
+        conn.send(("error", "".join(traceback.format_exception(exc))))
     finally:
         conn.close()
 
@@ -129,7 +125,7 @@ def run_isolated(target: str, *args: Any, timeout: float = 60.0, env: dict | Non
         kind, value = message
         if kind == "ok":
             return value
-        exc, text = value
+        text = value
         raise IsolatedFailure("exception", text.strip().splitlines()[-1] if text.strip() else "exception",
                               tail(text + "\n" + _read(log_path)))
     finally:

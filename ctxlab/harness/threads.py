@@ -34,12 +34,18 @@ class HandoffTimeout(TimeoutError):
         where = f" (round {round})" if round is not None else ""
         super().__init__(f"thread {thread} did not finish step {step!r}{where} within {seconds:g} s")
 
+    def __reduce__(self):
+        return (HandoffTimeout, (self.thread, self.step, self.round, self.seconds))
+
 
 class StepFailed(RuntimeError):
     def __init__(self, thread: str, step: str, round: int | None, error: BaseException):
         self.thread, self.step, self.round, self.error = thread, step, round, error
         where = f" (round {round})" if round is not None else ""
         super().__init__(f"thread {thread}, step {step!r}{where}: {type(error).__name__}: {error}")
+
+    def __reduce__(self):
+        return (StepFailed, (self.thread, self.step, self.round, self.error))
 
 
 class Choreography:
