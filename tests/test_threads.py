@@ -90,3 +90,20 @@ def test_harness_errors_pickle_across_processes():
     assert (t.thread, t.step, t.round, t.seconds) == ("b", "stuck", 2, 1.5)
     f = pickle.loads(pickle.dumps(StepFailed("a", "go", None, KeyError("k"))))
     assert (f.thread, f.step) == ("a", "go") and isinstance(f.error, KeyError)
+
+
+def test_recorder_keeps_values_plain():
+    class Handle:  # stands in for cuda.bindings' CUdeviceptr: int() works, pickling does not
+        def __int__(self):
+            return 0x7000
+
+        def __reduce__(self):
+            raise TypeError("no pickling")
+
+    import pickle
+
+    rec = Recorder()
+    obs = rec.add("s", "w", {"ptr": Handle(), "list": (1, Handle()), "other": object()})
+    assert obs.value["ptr"] == 0x7000 and obs.value["list"] == [1, 0x7000]
+    assert obs.value["other"].startswith("<object object")
+    pickle.dumps(obs)

@@ -8,6 +8,20 @@ from typing import Any, Callable
 
 from ctxlab.record import Observation
 
+def plain(value: Any) -> Any:
+    """A JSON- and pickle-safe copy: CUDA handle objects become ints, other objects text."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    try:
+        return int(value)  # CUcontext, CUdeviceptr, CUstream ... convert to their handle
+    except (TypeError, ValueError):
+        return str(value)
+
+
 ContextProbe = Callable[[], tuple[int | None, int | None]]  # -> (handle, id)
 
 
@@ -23,7 +37,7 @@ class Recorder:
         """Record; the context is the one current on the calling thread unless given."""
         handle, ident = context if context is not None else (self._probe() if self._probe else (None, None))
         obs = Observation(step=step, thread=threading.current_thread().name, context_id=ident, what=what,
-                          value=value, context=handle, scenario=scenario or self.scenario, round=round)
+                          value=plain(value), context=handle, scenario=scenario or self.scenario, round=round)
         with self._lock:
             self.observations.append(obs)
         return obs

@@ -31,7 +31,9 @@ CTX_MGMT = ("CUDA Driver API, Context Management: cuCtxPushCurrent/cuCtxSetCurre
             "'a green context can be current to only one thread at a time' "
             "(https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html)")
 ADDRESS_SPACE = ("CUDA Programming Guide, Driver API, Context: 'each context has its own distinct address space' "
-                 "(https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#context)")
+                 "(https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#context); against CUDA Driver "
+                 "API, Unified Addressing: one virtual address space for all allocations of the process "
+                 "(https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__UNIFIED.html)")
 NO_DOC = "no documentation promises this; recorded as observed"
 
 
@@ -76,6 +78,19 @@ def judge_several_threads(obs):
                       f"not on both threads at once: {[o.value for o in both if o not in ok]}")
 
 
+def judge_cupy_current(obs):
+    allocs = select(obs, "cupy allocation")
+    shared = select(obs, "cupy on a thread sharing the context")
+    if not allocs:
+        raise MissingObservation("cupy allocation")
+    moved = [o for o in allocs if o.value["current_before"] != o.value["current_after"]]
+    elsewhere = [o for o in allocs if o.value["pointer_context"] != o.value["current_before"]]
+    parts = [f"{len(allocs)} CuPy allocations: {len(moved)} changed the thread's current context, "
+             f"{len(elsewhere)} landed outside the context current before the call"]
+    parts += [f"{o.value['kind']} context, thread {o.value['thread']}: {o.value['outcome']}" for o in shared]
+    return "observed", "; ".join(parts)
+
+
 def judge_runtime_binds_primary(obs):
     found = select(obs, "runtime call without context")
     if not found:
@@ -116,8 +131,10 @@ def judge_address_space(obs):
     o = one(obs, "cross-context dereference")
     v = o.value
     if v["read_ok"]:
-        return "fails", (f"a kernel in context {v['reader_context_id']} read memory allocated in context "
-                         f"{v['owner_context_id']} and got {v['value_read']} (written {v['value_written']})")
+        return "changed", (f"a kernel in context {v['reader_context_id']} read memory allocated in context "
+                           f"{v['owner_context_id']} on the same device and got {v['value_read']:#x} (written "
+                           f"{v['value_written']:#x}): one unified address space per process, as the Unified "
+                           f"Addressing documentation says, not one per context")
     return "holds", f"the kernel in the other context could not dereference the pointer: {v['outcome']}"
 
 
@@ -132,6 +149,9 @@ CLAIMS = (
     Claim("migrate.current-on-several-threads",
           "A (non-green) context can be current on several host threads at the same time.", CTX_MGMT,
           judge_several_threads),
+    Claim("migrate.cupy-current-context",
+          "What CuPy does with the context current on the calling thread (pushed, created, shared).", NO_DOC,
+          judge_cupy_current),
     Claim("migrate.runtime-binds-primary",
           "A runtime call on a thread with no current context binds the device's primary context.",
           RUNTIME_INTEROP, judge_runtime_binds_primary),
@@ -163,15 +183,31 @@ def _make_context(kind: str, device: int) -> int:
     return drv.create_context(device)
 
 
-def _alloc_record(rec, step, array, label):
+def _cupy_alloc(rec, step, make, label):
+    """Make a CuPy array, recording the context current before and after and the one that owns it."""
+    from ctxlab.cuda import driver as drv
+
+    before = drv.current()
+    array = make()
+    after = drv.current()
+    owner = drv.pointer_context(array.data.ptr)
+    rec.add(step, "cupy allocation", {"array": label, "pointer": array.data.ptr, "pointer_context": owner,
+                                      "pointer_context_id": drv.context_id(owner),
+                                      "current_before": before.handle, "current_after": after.handle,
+                                      "current_before_id": before.id, "current_after_id": after.id})
+    return array
+
+
+def _driver_alloc(rec, step):
+    """cuMemAlloc in the current context: the clean test of CU_POINTER_ATTRIBUTE_CONTEXT."""
     from ctxlab.cuda import driver as drv
 
     cur = drv.current()
-    ptr_ctx = drv.pointer_context(array.data.ptr)
-    rec.add(step, "allocation context", {"array": label, "pointer": array.data.ptr,
-                                         "pointer_context": ptr_ctx, "current_context": cur.handle,
-                                         "pointer_context_id": drv.context_id(ptr_ctx),
-                                         "device": drv.pointer_device(array.data.ptr)})
+    ptr = drv.mem_alloc(256)
+    owner = drv.pointer_context(ptr)
+    rec.add(step, "allocation context", {"pointer": ptr, "pointer_context": owner, "current_context": cur.handle,
+                                         "device": drv.pointer_device(ptr)})
+    return ptr
 
 
 def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, bare: bool = True) -> dict:
@@ -192,9 +228,9 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
         ctx = _make_context(kind, device)
         s["ctx"] = ctx
         s["ctx_id"] = drv.context_id(ctx)
-        a = cupy.arange(ARRAY_LEN, dtype=cupy.int64) * 7 + 11  # known, non-trivial contents
-        s["a"], s["sum"] = a, int(a.sum())
-        _alloc_record(rec, "setup", a, "a")
+        a = _cupy_alloc(rec, "setup", lambda: cupy.arange(ARRAY_LEN, dtype=cupy.int64) * 7 + 11, "a")
+        s["a"], s["sum"] = a, int(a.sum())  # known, non-trivial contents
+        s["dptr"] = _driver_alloc(rec, "setup")
         probe = ProbeModule.load()
         probe.write_global(GLOBAL_START)
         s["probe"], s["global"] = probe, GLOBAL_START
@@ -229,7 +265,8 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
             ok &= check("current context", (cur.handle, cur.id), (s["ctx"], s["ctx_id"]), r)
             ok &= check("pointer context", drv.pointer_context(a.data.ptr), s["ctx"], r)
             address, _ = probe_address(probe)
-            ok &= check("global address", address, probe.global_address, r)
+            ok &= check("global address", int(address), probe.global_address, r)
+            ok &= check("driver pointer context", drv.pointer_context(s["dptr"]), s["ctx"], r)
             ok &= check("stream context", drv.stream_context(stream.ptr), s["stream_ctx"], r)
             with stream:
                 total = int(a.sum())
@@ -240,6 +277,8 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
                 a += 1
             probe.add_to_global(GLOBAL_STEP, stream.ptr)
             stream.synchronize()
+            after = drv.current()
+            ok &= check("current context after the updates", (after.handle, after.id), (s["ctx"], s["ctx_id"]), r)
             s["sum"] += ARRAY_LEN
             s["global"] += GLOBAL_STEP
             if record:
@@ -301,6 +340,8 @@ def concurrent(device: int, kind: str) -> dict:
     import cupy
 
     from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.errors import CudaError, from_exception
+    from ctxlab.cuda.kernels import ProbeModule
     from ctxlab.harness.threads import Choreography, Step
     from ctxlab.labs.common import cuda_recorder, scenario_output
 
@@ -309,8 +350,9 @@ def concurrent(device: int, kind: str) -> dict:
 
     def a_make(_):
         s["ctx"] = _make_context(kind, device)
-        s["id"] = drv.context_id(s["ctx"])
-        rec.add("make", "context made", {"kind": kind})
+        s["probe"] = ProbeModule.load()
+        s["probe"].write_global(0)
+        rec.add("make", "context made", {"kind": kind, "id": drv.context_id(s["ctx"])})
         return s["ctx"]
 
     def b_push(ctx):
@@ -318,26 +360,48 @@ def concurrent(device: int, kind: str) -> dict:
         rec.add("push", "current", {"handle": drv.current().handle})
         return ctx
 
-    def work(label):
+    def driver_work(label):
         def step(ctx):
-            x = cupy.full(1024, 5, dtype=cupy.int32)
-            y = int((x * 2).sum())
-            s[label] = {"current": drv.current().handle, "pointer_context": drv.pointer_context(x.data.ptr),
-                        "sum": y}
-            rec.add("work", "worked", s[label])
+            try:
+                ptr = _driver_alloc(rec, "driver work")
+                s["probe"].add_to_global(1)
+                drv.synchronize()
+                s[label] = {"current": drv.current().handle, "pointer_context": drv.pointer_context(ptr),
+                            "ok": True}
+            except CudaError as exc:
+                s[label] = {"current": drv.current().handle, "ok": False, "error": exc.name}
+            rec.add("driver work", "driver work", s[label])
+            return ctx
+        return step
+
+    def cupy_work(label):
+        def step(ctx):
+            before = drv.current().handle
+            try:
+                x = cupy.full(1024, 5, dtype=cupy.int32)
+                outcome = f"ok (sum {int((x * 2).sum())})"
+                owner = drv.pointer_context(x.data.ptr)
+            except Exception as exc:
+                err = from_exception(exc)
+                outcome, owner = (err.name if err else f"{type(exc).__name__}: {exc}"), None
+            rec.add("cupy work", "cupy on a thread sharing the context",
+                    {"thread": label, "kind": kind, "outcome": outcome, "current_before": before,
+                     "current_after": drv.current().handle, "pointer_context": owner, "context": s["ctx"]})
             return ctx
         return step
 
     def a_check(ctx):
         still = drv.current().handle
-        rec.add("check", "still current while the other thread holds it", {"handle": still})
         both = s["A"]["current"] == s["B"]["current"] == still == s["ctx"]
-        worked = all(s[t]["sum"] == 10240 and s[t]["pointer_context"] == s["ctx"] for t in "AB")
-        rec.add("check", "current on two threads", {"both_current": both, "both_worked": worked, "kind": kind})
+        worked = all(s[t]["ok"] and s[t]["pointer_context"] == s["ctx"] for t in "AB") and \
+            s["probe"].read_global() == 2
+        rec.add("check", "current on two threads", {"both_current": both, "both_worked": worked, "kind": kind,
+                                                    "global": s["probe"].read_global()})
         return ctx
 
-    steps = [Step("A", "make", a_make), Step("B", "push", b_push), Step("A", "work", work("A")),
-             Step("B", "work", work("B")), Step("A", "check", a_check)]
+    steps = [Step("A", "make", a_make), Step("B", "push", b_push), Step("A", "driver work", driver_work("A")),
+             Step("B", "driver work", driver_work("B")), Step("A", "check", a_check),
+             Step("A", "cupy work", cupy_work("A")), Step("B", "cupy work", cupy_work("B"))]
     Choreography(["A", "B"], timeout=60).run(steps)
     return scenario_output(rec)
 
@@ -398,9 +462,8 @@ def cupy_caches(device: int) -> dict:
 
     def created_alloc(_):
         s["created"] = drv.create_context(device)
-        x = cupy.arange(n, dtype=cupy.float32)
+        x = _cupy_alloc(rec, "created", lambda: cupy.arange(n, dtype=cupy.float32), "x")
         s["x_ptr"] = x.data.ptr
-        _alloc_record(rec, "created", x, "x")
         del x  # back to CuPy's pool, still memory of the created context
         return None
 

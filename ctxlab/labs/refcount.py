@@ -9,7 +9,7 @@ child process: a reset or an over-release leaves the process unusable.
 
 from __future__ import annotations
 
-from ctxlab.claims import Claim, documented, old_text, one
+from ctxlab.claims import Claim, documented, old_text, one, select
 
 NAME = "refcount"
 KNOWN = 1000  # elements of the array whose reduction is checked after each step
@@ -47,11 +47,10 @@ def judge_runtime_reference(obs):
 
 
 def judge_reference_per_copy(obs):
-    one_copy, two_copies = _extra(obs, "runtime-1"), _extra(obs, "runtime-2")
     copies = one(obs, "runtime copies", "runtime-2").value
-    return "observed", (f"{len(copies['initialised'])} runtime copies initialised "
-                        f"({', '.join(f'{k} {v}' for k, v in copies['versions'].items())}): {two_copies['extra']} "
-                        f"references; one copy: {one_copy['extra']}")
+    counts = [f"{' + '.join(o.value['calls'])}: {o.value['extra']}" for o in select(obs, "extra releases accepted")]
+    return "observed", (f"runtime copies in the process: {', '.join(f'{k} {v}' for k, v in copies['versions'].items())} "
+                        f"({copies['note']}); references held beyond the lab's after " + "; ".join(counts))
 
 
 def judge_primary_count(obs):
@@ -224,31 +223,45 @@ def _known_array():
     return a, 3 * KNOWN * (KNOWN - 1) // 2 + KNOWN
 
 
-def runtime_reference(device: int, copies: int) -> dict:
-    """Initialise 1 or 2 runtime copies, retain/release from the driver, then release past zero."""
+def _runtime_call(call: str, device: int, t: "Tracker", held: dict) -> None:
+    """One initialising runtime call, through CuPy's runtime copy or cuda.bindings' copy."""
     import cupy
     from cuda.bindings import runtime as bindings_runtime
+
+    if call == "cupy cudaSetDevice":
+        cupy.cuda.runtime.setDevice(device)
+    elif call == "cupy cudaFree(0)":
+        cupy.cuda.runtime.free(0)
+    elif call == "cupy array":
+        held["a"], held["expected"] = _known_array()
+        t.pointer = held["a"].data.ptr
+    elif call == "cuda.bindings cudaSetDevice":
+        bindings_runtime.cudaSetDevice(device)
+    elif call == "cuda.bindings cudaFree(0)":
+        bindings_runtime.cudaFree(0)
+    else:
+        raise ValueError(call)
+    t.state(call)
+
+
+def runtime_reference(device: int, scenario: str, calls: tuple) -> dict:
+    """Initialise through the given runtime calls, retain/release from the driver, then release past zero."""
+    import cupy
 
     from ctxlab.cuda import driver as drv
     from ctxlab.cuda.environment import init_driver, runtime_versions
     from ctxlab.labs.common import scenario_output
 
-    scenario = f"runtime-{copies}"
     t = Tracker(scenario, device)
     init_driver()
     t.state("start")
-    cupy.cuda.runtime.setDevice(device)
-    a, expected = _known_array()
-    t.pointer = a.data.ptr
-    initialised = {"cupy": cupy.cuda.runtime.runtimeGetVersion()}
-    t.state("CuPy runtime initialised, array made")
-    if copies > 1:
-        bindings_runtime.cudaSetDevice(device)
-        bindings_runtime.cudaFree(0)
-        initialised["cuda.bindings"] = bindings_runtime.cudaRuntimeGetVersion()[1]
-        t.state("cuda.bindings runtime initialised")
+    held: dict = {}
+    for call in calls:
+        _runtime_call(call, device, t, held)
+    a, expected = held.get("a"), held.get("expected")
     maps = sorted({line.split()[-1] for line in open("/proc/self/maps") if "libcudart" in line})
-    t.rec.add("copies", "runtime copies", {"initialised": list(initialised), "versions": runtime_versions(),
+    initialised = sorted({call.split()[0] for call in calls})
+    t.rec.add("copies", "runtime copies", {"initialised": initialised, "versions": runtime_versions(),
                                           "shared_libcudart_mapped": maps,
                                           "note": "no libcudart mapped: each copy is linked into its module"
                                           if not maps else "shared libcudart mapped"})
@@ -258,7 +271,8 @@ def runtime_reference(device: int, copies: int) -> dict:
     t.release()
     t.release()
     t.state("lab released twice")
-    t.rec.add("check", "reduction", {"sum": int(a.sum()), "expected": expected})
+    if a is not None:
+        t.rec.add("check", "reduction", {"sum": int(a.sum()), "expected": expected})
     extra, refused, last = 0, None, None
     for _ in range(8):
         status = t.release()
@@ -267,13 +281,13 @@ def runtime_reference(device: int, copies: int) -> dict:
             refused = status
             break
         extra += 1
-        if last["active"]:
+        if last["active"] and a is not None:
             t.rec.add("check", "reduction while still active",
                       {"sum": _cupy_outcome(lambda: int(a.sum())), "expected": expected})
     t.rec.add("summary", "extra releases accepted", {"extra": extra, "lab_retains": 2, "refused": refused,
-                                                    "after_last": last})
+                                                    "after_last": last, "calls": list(calls)})
     cur = drv.outcome(drv.current)
-    old = _cupy_outcome(lambda: int(a.sum()) == expected and f"sum {expected}, correct")
+    old = _cupy_outcome(lambda: int(a.sum()) == expected and f"sum {expected}, correct") if a is not None else None
     new = _cupy_outcome(lambda: int((cupy.arange(10) + 1).sum()))
     t.rec.add("after", "old data after destruction",
               {"current": cur["value"].handle if cur["ok"] else 0, "reduction": old, "new_allocation": new})
@@ -475,9 +489,16 @@ def thread_exit(device: int) -> dict:
 
 # ---------------------------------------------------------------- the lab
 
-SCENARIOS = (
-    ("runtime-1", "runtime_reference", (1,)),
-    ("runtime-2", "runtime_reference", (2,)),
+RUNTIME_VARIANTS = (
+    ("runtime-1", ("cupy cudaSetDevice", "cupy array")),
+    ("runtime-2", ("cupy cudaSetDevice", "cupy array", "cuda.bindings cudaSetDevice", "cuda.bindings cudaFree(0)")),
+    ("runtime-array-only", ("cupy array",)),
+    ("runtime-setdevice-only", ("cupy cudaSetDevice",)),
+    ("runtime-free0-only", ("cupy cudaFree(0)",)),
+    ("runtime-bindings-only", ("cuda.bindings cudaSetDevice",)),
+)
+
+SCENARIOS = tuple((name, "runtime_reference", (name, calls)) for name, calls in RUNTIME_VARIANTS) + (
     ("release-without-retain", "release_without_retain", ()),
     ("device-reset", "device_reset", ()),
     ("primary-reset", "primary_reset", ()),
