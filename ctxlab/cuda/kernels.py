@@ -22,7 +22,30 @@ __device__ long long probe_global = 0;
 extern "C" __global__ void add_to_global(long long k) { probe_global += k; }
 
 extern "C" __global__ void read_through(const long long* p, long long* out) { *out = *p; }
+
+// One handoff's change: every element of the array and the global, in one launch.
+extern "C" __global__ void update(long long* a, long long n, long long k) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) a[i] += 1;
+    if (i == 0) probe_global += k;
+}
+
+// What a thread reads before it changes anything: out[0] = sum of a, out[1] = the global.
+extern "C" __global__ void verify(const long long* a, long long n, long long* out) {
+    __shared__ long long part[256];
+    long long s = 0;
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) s += a[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) { out[0] = part[0]; out[1] = probe_global; }
+}
 """
+
+VERIFY_THREADS = 256
 
 _cubins: dict[tuple[str, int, int], bytes] = {}
 _lock = threading.Lock()
@@ -89,6 +112,13 @@ class ProbeModule:
         read_fn = check(driver.cuModuleGetFunction(module, b"read_through"), "cuModuleGetFunction")
         return cls(ctx.handle, module, int(address), int(size), add_fn, read_fn)
 
+    def function(self, name: str):
+        return check(init_driver().cuModuleGetFunction(self.module, name.encode()), "cuModuleGetFunction")
+
+    def packed(self, name: str, args: list[tuple[int, type]], grid: int, block: int) -> "PackedLaunch":
+        """A launch of kernel ``name`` whose arguments are packed once, for hot loops."""
+        return PackedLaunch(self.function(name), args, grid, block, f"cuLaunchKernel({name})")
+
     def read_global(self) -> int:
         return struct.unpack("<q", drv.copy_from_device(self.global_address, 8))[0]
 
@@ -107,6 +137,24 @@ class ProbeModule:
     def _launch(self, fn, args, stream: int, call: str) -> None:
         driver = init_driver()
         check(driver.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, driver.CUstream(int(stream)), args, 0), call)
+
+
+class PackedLaunch:
+    """Kernel arguments laid out once as the ``void**`` cuLaunchKernel takes, so a
+    launch in a hot loop costs the driver call and nothing more."""
+
+    def __init__(self, fn, args: list[tuple[int, type]], grid: int, block: int, call: str):
+        self._values = [ctype(value) for value, ctype in args]  # kept alive: the driver reads them
+        self._pointers = (ctypes.c_void_p * len(args))(*(ctypes.addressof(v) for v in self._values))
+        self._params = ctypes.addressof(self._pointers)
+        self.fn, self.grid, self.block, self.call = fn, grid, block, call
+        self._driver = init_driver()
+
+    def __call__(self, stream) -> None:
+        status = self._driver.cuLaunchKernel(self.fn, self.grid, 1, 1, self.block, 1, 1, 0, stream,
+                                             self._params, 0)
+        if int(status[0]) != 0:
+            check(status, self.call)
 
     def unload(self) -> None:
         check(init_driver().cuModuleUnload(self.module), "cuModuleUnload")
