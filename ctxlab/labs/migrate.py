@@ -18,7 +18,7 @@ from ctxlab.claims import Claim, MissingObservation, documented, one, select
 
 NAME = "migrate"
 KINDS = ("primary", "created")
-ARRAY_LEN = 1 << 16
+ARRAY_LEN = 1 << 13  # 64 KiB: one block reduces it in a few microseconds
 GLOBAL_START = 1000
 GLOBAL_STEP = 3  # the probe kernel adds this at every handoff
 TIMELINE_HANDOFFS = 8  # handoffs per context kind recorded step by step; the rest are counted
