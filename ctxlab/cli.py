@@ -51,6 +51,11 @@ def device_option(fn):
                         help="Index of the GPU to run on (as the driver numbers them).")(fn)
 
 
+def trace_option(fn):
+    return click.option("--trace", is_flag=True,
+                        help="Attach to each step the driver calls and resource events it caused (CUPTI).")(fn)
+
+
 def output_options(fn):
     fn = click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None,
                       help="Write the report to this file (atomically) instead of standard output.")(fn)
@@ -100,14 +105,22 @@ class HandoffProgress:
             say(f"  handoffs {done}/{total}")
 
 
-def prepare(device: int, output: str | None) -> None:
-    """Check what can be checked before a long run: the device exists, the output is writable."""
+def prepare(device: int, output: str | None, trace: bool = False) -> None:
+    """Check what can be checked before a long run: the device exists, the output is writable,
+    CUPTI can be loaded when tracing is asked for."""
     from ctxlab.cuda.environment import require_device
     from ctxlab.record import check_writable
 
     if output:
         check_writable(output)
     require_device(device)
+    if trace:
+        from ctxlab.trace import TraceUnavailable, _cupti
+
+        try:
+            _cupti()
+        except TraceUnavailable as exc:
+            raise CtxlabError(str(exc)) from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -205,9 +218,10 @@ def lab_exit(runs) -> None:
               show_default=True, help="Which context travels: the runtime's primary one, one from cuCtxCreate, or both.")
 @click.option("--timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
               help="Seconds a single handoff may take before the run stops, naming the thread and step.")
+@trace_option
 @output_options
 @domain_errors
-def migrate(device, threads, rounds, context, timeout, fmt, output):
+def migrate(device, threads, rounds, context, timeout, trace, fmt, output):
     """Hand a context between host threads; check that state moves with it.
 
     Thread 1 allocates with CuPy, writes a __device__ global and makes a
@@ -221,8 +235,9 @@ def migrate(device, threads, rounds, context, timeout, fmt, output):
 
     if threads * rounds > 10_000_000:
         raise CtxlabError(f"--threads x --rounds = {threads * rounds:,} handoffs is more than 10,000,000")
-    prepare(device, output)
-    options = {"device": device, "threads": threads, "rounds": rounds, "context": context, "timeout": timeout}
+    prepare(device, output, trace)
+    options = {"device": device, "threads": threads, "rounds": rounds, "context": context, "timeout": timeout,
+               "trace": trace}
     result = lab.run(options, progress=say, on_handoff_progress=HandoffProgress())
     emit([result], fmt, output)
     lab_exit([result])
@@ -230,9 +245,10 @@ def migrate(device, threads, rounds, context, timeout, fmt, output):
 
 @cli.command()
 @device_option
+@trace_option
 @output_options
 @domain_errors
-def refcount(device, fmt, output):
+def refcount(device, trace, fmt, output):
     """Show what keeps a context alive and what release and reset destroy.
 
     Each scenario runs in its own process: the runtime's own references to
@@ -242,10 +258,74 @@ def refcount(device, fmt, output):
     """
     from ctxlab.labs import refcount as lab
 
-    prepare(device, output)
-    result = lab.run({"device": device}, progress=say)
+    prepare(device, output, trace)
+    result = lab.run({"device": device, "trace": trace}, progress=say)
     emit([result], fmt, output)
     lab_exit([result])
+
+
+@cli.command()
+@device_option
+@trace_option
+@output_options
+@domain_errors
+def lifecycle(device, trace, fmt, output):
+    """Show when and by which calls the runtime creates its context, and how to get its handle.
+
+    Each sequence runs in a fresh process: import and first calls (in a new
+    interpreter), cudaFree(0), cudaInitDevice, a cuCtxCreate context made first,
+    the handle through cuCtxGetCurrent, a new host thread, and device flags
+    before and after activation. --trace shows the driver calls beneath.
+    """
+    from ctxlab.labs import lifecycle as lab
+
+    prepare(device, output, trace)
+    result = lab.run({"device": device, "trace": trace}, progress=say)
+    emit([result], fmt, output)
+    lab_exit([result])
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--only", type=click.Choice(["context", "all"]), default="context", show_default=True,
+              help="context: only calls that touch contexts and modules (cuCtx*, cuDevicePrimaryCtx*, cuModule*, "
+                   "cuLibrary*, cuKernel*) and resource events; all: every call.")
+@click.option("--thread", "thread_name", default=None, help="Show only the host thread with this name.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="A tree per thread, or the raw ordered events as JSON.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Write the trace here instead of standard output.")
+@click.option("-c", "code", default=None, help="Trace this Python code.")
+@click.option("-m", "module", default=None, help="Trace this module, run as a script (like python -m).")
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@domain_errors
+def trace(only, thread_name, fmt, output, code, module, script_args):
+    """Run a Python program under CUPTI and show the driver calls beneath its runtime calls.
+
+    \b
+      ctxlab trace --only context -- examples/first_context.py [ARGS]
+      ctxlab trace -c "import cupy; cupy.arange(3).sum()"
+      ctxlab trace -m mypackage.tool [ARGS]
+
+    The program's own output and exit status pass through; the trace follows it.
+    """
+    from ctxlab.trace import TraceUnavailable
+    from ctxlab.tracing_cli import run_traced
+
+    chosen = [x for x in (code, module, script_args[0] if script_args else None) if x]
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one program: a SCRIPT (after --), -c CODE or -m MODULE")
+    if output:
+        from ctxlab.record import check_writable
+
+        check_writable(output)
+    try:
+        status = run_traced(code=code, module=module, argv=list(script_args), only=only, thread=thread_name,
+                            fmt=fmt, output=output, echo=click.echo)
+    except TraceUnavailable as exc:
+        raise CtxlabError(str(exc)) from None
+    except FileNotFoundError as exc:
+        raise CtxlabError(f"script not found: {exc.filename}") from None
+    raise SystemExit(status)
 
 
 def main():

@@ -16,7 +16,8 @@ def test_every_command_has_help():
     for name, command in cli.commands.items():
         result = invoke(name, "--help")
         assert result.exit_code == 0, name
-        assert command.help and command.help.split("\n")[0] in result.output
+        first = " ".join(command.help.split("\n")[0].split())
+        assert first and first in " ".join(result.output.split())
 
 
 def test_top_level_help_and_version():
@@ -75,7 +76,8 @@ def test_unwritable_output_is_refused_before_running(tmp_path):
 
 
 @pytest.mark.nogpu
-@pytest.mark.parametrize("command", [["migrate"], ["refcount"], ["migrate", "--device", "3"]])
+@pytest.mark.parametrize("command", [["migrate"], ["refcount"], ["lifecycle"], ["migrate", "--device", "3"],
+                                     ["lifecycle", "--trace"]])
 def test_gpu_commands_without_gpu_exit_2_with_one_line(command):
     result = invoke(*command)
     assert result.exit_code == 2
@@ -93,3 +95,21 @@ def test_doctor_without_gpu_reports_what_it_found_and_what_is_missing():
     assert report["python"]
     table = invoke("doctor")
     assert table.exit_code == 2 and "missing" in table.output
+
+
+def test_trace_needs_exactly_one_program():
+    result = invoke("trace")
+    assert result.exit_code == 2 and "exactly one program" in result.output
+    result = invoke("trace", "-c", "pass", "-m", "json")
+    assert result.exit_code == 2
+
+
+def test_trace_script_not_found_exits_2(tmp_path):
+    result = invoke("trace", "--", str(tmp_path / "missing.py"))
+    assert result.exit_code == 2 and "script not found" in result.output
+
+
+@pytest.mark.nogpu
+def test_trace_without_gpu_says_why_and_exits_2():
+    result = invoke("trace", "-c", "pass")
+    assert result.exit_code == 2 and result.output.startswith("Error:")

@@ -44,8 +44,12 @@ class IsolatedFailure(RuntimeError):
         return {"kind": self.kind, "message": self.message, "output_tail": self.output}
 
 
-def _mp():
+def _mp(fresh: bool = False):
+    """The forkserver (CuPy and cuda.bindings already imported), or with
+    ``fresh`` a spawned interpreter that has imported nothing yet."""
     global _context
+    if fresh:
+        return multiprocessing.get_context("spawn")
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
         _context.set_forkserver_preload(_PRELOAD)
@@ -75,7 +79,8 @@ def tail(text: str, limit: int = 4000) -> str:
 
 
 def run_isolated(target: str, *args: Any, timeout: float = 60.0, env: dict | None = None,
-                 on_progress: Callable[[int, int], None] | None = None, **kwargs: Any) -> Any:
+                 on_progress: Callable[[int, int], None] | None = None, fresh: bool = False,
+                 **kwargs: Any) -> Any:
     """Call ``module:function(*args, **kwargs)`` in a fresh child; return its value.
 
     ``env`` is set in the child before the target runs (CUDA reads variables

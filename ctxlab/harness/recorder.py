@@ -26,18 +26,34 @@ ContextProbe = Callable[[], tuple[int | None, int | None]]  # -> (handle, id)
 
 
 class Recorder:
-    def __init__(self, context_probe: ContextProbe | None = None, scenario: str | None = None):
+    def __init__(self, context_probe: ContextProbe | None = None, scenario: str | None = None,
+                 tracer=None, summarize: Callable[[list], list] | None = None):
         self._probe = context_probe
+        self._tracer = tracer
+        self._summarize = summarize or (lambda events: events)
         self._lock = threading.Lock()
         self.scenario = scenario
         self.observations: list[Observation] = []
 
+    def discard_events(self) -> None:
+        """Drop trace events of steps that are counted but not recorded (long relays)."""
+        if self._tracer:
+            self._tracer.drain()
+
     def add(self, step: str, what: str, value: Any = None, *, round: int | None = None,
             context: tuple[int | None, int | None] | None = None, scenario: str | None = None) -> Observation:
-        """Record; the context is the one current on the calling thread unless given."""
+        """Record; the context is the one current on the calling thread unless given.
+
+        With a tracer, the events since the previous observation (what this step
+        caused) are attached; the recorder's own probing is left out.
+        """
+        events = self._summarize(self._tracer.drain()) if self._tracer else ()
         handle, ident = context if context is not None else (self._probe() if self._probe else (None, None))
+        if self._tracer:
+            self._tracer.drain()
         obs = Observation(step=step, thread=threading.current_thread().name, context_id=ident, what=what,
-                          value=plain(value), context=handle, scenario=scenario or self.scenario, round=round)
+                          value=plain(value), context=handle, scenario=scenario or self.scenario, round=round,
+                          events=tuple(plain(list(events))))
         with self._lock:
             self.observations.append(obs)
         return obs

@@ -7,6 +7,7 @@ import importlib
 LABS = {
     "migrate": "ctxlab.labs.migrate",
     "refcount": "ctxlab.labs.refcount",
+    "lifecycle": "ctxlab.labs.lifecycle",
 }
 
 

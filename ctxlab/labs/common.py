@@ -16,12 +16,13 @@ from ctxlab.record import LabResult, Observation
 def cuda_recorder(scenario: str | None = None) -> Recorder:
     """A recorder that stamps each observation with this thread's current context."""
     from ctxlab.cuda import driver as drv
+    from ctxlab.trace import start_for_child, summarize
 
     def probe():
         view = drv.current()
         return (view.handle or None, view.id)
 
-    return Recorder(context_probe=probe, scenario=scenario)
+    return Recorder(context_probe=probe, scenario=scenario, tracer=start_for_child(), summarize=summarize)
 
 
 class LabRun:
@@ -38,7 +39,7 @@ class LabRun:
         self.errors: list[dict] = []
 
     def in_child(self, scenario: str, target: str, *args, timeout: float = 120.0, env: dict | None = None,
-                 on_progress=None, **kwargs) -> dict | None:
+                 on_progress=None, fresh: bool = False, **kwargs) -> dict | None:
         """Run one scenario in its own process; its observations join this run.
 
         A crash, hang or exception there is recorded as an error of the
@@ -47,7 +48,9 @@ class LabRun:
         self.progress(f"{self.lab}: {scenario} ...")
         t = time.perf_counter()
         try:
-            out = run_isolated(target, *args, timeout=timeout, env=env, on_progress=on_progress, **kwargs)
+            env = {**(env or {}), **({"CTXLAB_TRACE": "1"} if self.options.get("trace") else {})}
+            out = run_isolated(target, *args, timeout=timeout, env=env, on_progress=on_progress, fresh=fresh,
+                               **kwargs)
         except IsolatedFailure as failure:
             self.errors.append({"scenario": scenario, **failure.to_dict()})
             self.progress(f"{self.lab}: {scenario} {failure.kind}: {failure.message}")

@@ -1,0 +1,50 @@
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from ctxlab.cli import cli
+from ctxlab.record import load_runs
+
+pytestmark = pytest.mark.gpu
+KEEP = os.environ.get("CTXLAB_RESULTS")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_lifecycle_every_sequence_traced(tmp_path):
+    out = os.path.join(KEEP, "lifecycle.json") if KEEP else str(tmp_path / "lifecycle.json")
+    result = CliRunner().invoke(cli, ["lifecycle", "--trace", "--format", "json", "--output", out],
+                                catch_exceptions=False)
+    (run,) = load_runs(out)
+    assert run.errors == (), run.errors
+    verdicts = {c.id: c.verdict for c in run.claims}
+    assert "skipped" not in verdicts.values(), verdicts
+    assert result.exit_code == (1 if "fails" in verdicts.values() else 0)
+    set_device = [o for o in run.observations if o.what == "after" and o.value["call"] == "cudaSetDevice"
+                  and o.scenario == "first-context"][0]
+    assert any("cuDevicePrimaryCtxRetain" in e or "CONTEXT_CREATED" in e for e in set_device.events)
+
+
+def test_trace_command_on_the_example(tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = os.path.join(KEEP, "first_context.trace.json") if KEEP else str(tmp_path / "t.json")
+    done = subprocess.run([sys.executable, "-m", "ctxlab", "trace", "--format", "json", "-o", out, "--",
+                           os.path.join(ROOT, "examples", "first_context.py")], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "sum computed on thread 'worker'" in done.stdout
+    table = subprocess.run([sys.executable, "-m", "ctxlab", "trace", "--only", "context", "--",
+                            os.path.join(ROOT, "examples", "first_context.py")], capture_output=True, text=True,
+                           env=env, timeout=300)
+    assert table.returncode == 0, table.stderr
+    assert "thread MainThread" in table.stdout and "thread worker" in table.stdout
+    assert "CONTEXT_CREATED" in table.stdout
+
+
+def test_traced_program_exit_status_passes_through():
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-m", "ctxlab", "trace", "-c", "import sys; sys.exit(7)"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 7
