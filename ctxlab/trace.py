@@ -127,9 +127,10 @@ def _status_name(kind: str, value: int) -> str:
 # ---------------------------------------------------------------- pure functions on events
 
 def calls(events: list[dict]) -> list[dict]:
-    """One record per API call (its exit, or its enter where it never returned), plus resource events,
-    each driver call with ``parent``: the name of the runtime call it happened in (per thread)."""
+    """One record per API call, in the order the calls started, with the outcome of its exit, plus
+    resource events; each driver call has ``parent``: the runtime call it happened in (per thread)."""
     open_runtime: dict[str, list[dict]] = {}
+    open_driver: dict[tuple, dict] = {}
     out = []
     for e in sorted(events, key=lambda e: e.get("seq", 0)):
         thread = e.get("thread", "?")
@@ -144,9 +145,14 @@ def calls(events: list[dict]) -> list[dict]:
                 record["status"] = e.get("status")
                 record["site"] = "exit"
         elif e["domain"] == "driver":
-            if e.get("site") != "exit":
+            key = (thread, e.get("correlation"))
+            if e.get("site") == "exit" and key in open_driver:
+                record = open_driver.pop(key)  # placed where the call started; now its outcome
+                record.update(site="exit", status=e.get("status"), context=e.get("context") or record.get("context"))
                 continue
             record = {**e, "parent": stack[-1]["name"] if stack else None}
+            if e.get("site") == "enter":
+                open_driver[key] = record
             (stack[-1]["children"] if stack else out).append(record)
         else:
             record = {**e, "parent": stack[-1]["name"] if stack else None}

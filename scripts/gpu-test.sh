@@ -15,7 +15,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 status=0
-nvidia-smi --query-gpu=name,driver_version --format=csv > "$out/nvidia-smi.txt" 2>&1
+nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1
 python3 -m ctxlab doctor || status=1
 CTXLAB_RESULTS="$out" python3 -m pytest -ra --junitxml="$out/pytest.xml" "$@" 2>&1 | tee "$out/pytest.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1

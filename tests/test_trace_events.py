@@ -32,6 +32,7 @@ def test_driver_calls_nest_under_the_runtime_call_that_made_them():
     assert [c["name"] for c in runtime["children"]] == ["cuDevicePrimaryCtxRetain", "CONTEXT_CREATED",
                                                          "cuCtxSetCurrent", "cuMemAlloc_v2"]
     assert runtime["status"] == "cudaSuccess"
+    assert runtime["children"][0]["status"] == "CUDA_SUCCESS" and runtime["children"][0]["context"] == 0x10
     assert tree[1]["thread"] == "worker" and tree[1]["parent"] is None
 
 
