@@ -98,9 +98,10 @@ class Tracer:
         kind = self._names.get(domain, str(domain))
         if kind == "resource":
             if isinstance(data, int):
-                data = cupti.ResourceData.from_ptr(data)
+                data = cupti.ResourceData.from_ptr(data) if data else None
             name = cupti.CallbackIdResource(cbid).name
-            return {"domain": "resource", "name": name, "context": int(data.context or 0)}
+            context = int(data.context or 0) if data is not None else 0  # some events carry no data
+            return {"domain": "resource", "name": name, "context": context}
         if isinstance(data, int):
             data = cupti.CallbackData.from_ptr(data)
         site = "enter" if int(data.callback_site) == 0 else "exit"

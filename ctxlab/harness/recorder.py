@@ -40,14 +40,23 @@ class Recorder:
         if self._tracer:
             self._tracer.drain()
 
+    def take_events(self) -> list:
+        """The trace events since the last observation: what the step just taken caused.
+
+        Call it before probing state for an observation, and pass the result to
+        ``add(events=...)``, so the probing calls are not taken for the step's."""
+        return self._summarize(self._tracer.drain()) if self._tracer else []
+
     def add(self, step: str, what: str, value: Any = None, *, round: int | None = None,
-            context: tuple[int | None, int | None] | None = None, scenario: str | None = None) -> Observation:
+            context: tuple[int | None, int | None] | None = None, scenario: str | None = None,
+            events: list | None = None) -> Observation:
         """Record; the context is the one current on the calling thread unless given.
 
         With a tracer, the events since the previous observation (what this step
         caused) are attached; the recorder's own probing is left out.
         """
-        events = self._summarize(self._tracer.drain()) if self._tracer else ()
+        if events is None:
+            events = self.take_events()
         handle, ident = context if context is not None else (self._probe() if self._probe else (None, None))
         if self._tracer:
             self._tracer.drain()

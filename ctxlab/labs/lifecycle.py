@@ -44,8 +44,9 @@ def _state_after(obs, scenario, call):
 
 def judge_import(obs):
     v = _state_after(obs, "first-context", "import cupy")
-    return "observed", (f"after import cupy: primary context active {v['primary_active']}, current context "
-                        f"{v['current'] or 'none'}; CUDA is initialised by the first runtime call, not by the import")
+    return "observed", (f"import cupy made {v.get('driver_calls', 'no traced')} CUDA calls; after it the primary "
+                        f"context was inactive ({not v['primary_active']}) and no context current "
+                        f"({not v['current']}): the first runtime call initialises CUDA, not the import")
 
 
 def judge_set_device(obs):
@@ -186,16 +187,20 @@ class Steps:
         self.rec = cuda_recorder(scenario)
         self.device = device
 
-    def after(self, call: str, **extra) -> dict:
+    def after(self, call: str, events: list | None = None, **extra) -> dict:
         from ctxlab.cuda import driver as drv
 
+        if events is None:
+            events = self.rec.take_events()  # what the call caused, before our own probing
         cur = drv.current()
         state = drv.primary_state(self.device)
-        primary = drv.primary_retain(self.device)  # to compare handles; released at once
-        drv.primary_release(self.device)
+        primary = None
+        if state.active:  # retaining an inactive primary context would create it: only when active
+            primary = drv.primary_retain(self.device)
+            drv.primary_release(self.device)
         value = {"call": call, "current": cur.handle, "current_id": cur.id, "primary_active": state.active,
-                 "primary_flags": state.flags, "primary": primary if state.active else None, **extra}
-        self.rec.add(call, "after", value)
+                 "primary_flags": state.flags, "primary": primary, **extra}
+        self.rec.add(call, "after", value, events=events)
         return value
 
 
@@ -206,13 +211,17 @@ def first_context(device: int) -> dict:
     from ctxlab.labs.common import scenario_output
     from ctxlab.trace import start_for_child
 
-    start_for_child()  # before the import, so the import is watched too
+    tracer = start_for_child()  # before the import, so the import is watched too
     import cupy
 
-    init_driver()
+    import_events = tracer.drain() if tracer else []
+    init_driver()  # the state can only be read after cuInit, which creates no context
+    init_events = tracer.drain() if tracer else []
     s = Steps("first-context", device)
-    s.after("import cupy")
-    s.after("cuInit")
+    from ctxlab.trace import summarize
+
+    s.after("import cupy", events=summarize(import_events, context_only=False), driver_calls=len(import_events))
+    s.after("cuInit", events=summarize(init_events, context_only=False))
     cupy.cuda.runtime.getDeviceCount()
     s.after("cudaGetDeviceCount")
     cupy.cuda.runtime.getDeviceProperties(device)

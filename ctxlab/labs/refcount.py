@@ -176,6 +176,7 @@ class Tracker:
     def state(self, step: str) -> dict:
         from ctxlab.cuda import driver as drv
 
+        events = self.rec.take_events()  # what the step caused, before our own probing
         st = drv.outcome(drv.primary_state, self.device)
         cur = drv.outcome(drv.current)
         value = {"active": st["value"].active if st["ok"] else None,
@@ -187,7 +188,7 @@ class Tracker:
             ptr = drv.outcome(drv.pointer_context, self.pointer)
             value["pointer_valid"] = ptr["ok"]
             value["pointer_status"] = ptr["status"]
-        self.rec.add(step, "state", value, context=(value["current"] or None, value["current_id"]))
+        self.rec.add(step, "state", value, context=(value["current"] or None, value["current_id"]), events=events)
         return value
 
     def retain(self):
