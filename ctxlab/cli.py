@@ -208,6 +208,14 @@ def lab_exit(runs) -> None:
         raise SystemExit(EXIT_FAILS)
 
 
+def run_lab(module, options: dict, fmt: str, output: str | None, **kwargs) -> None:
+    """What every lab command does: check, run, report, exit with the verdicts' status."""
+    prepare(options["device"], output, options.get("trace", False))
+    result = module.run(options, progress=say, **kwargs)
+    emit([result], fmt, output)
+    lab_exit([result])
+
+
 @cli.command()
 @device_option
 @click.option("--threads", "-t", type=click.IntRange(1, 1024), default=4, show_default=True,
@@ -235,12 +243,9 @@ def migrate(device, threads, rounds, context, timeout, trace, fmt, output):
 
     if threads * rounds > 10_000_000:
         raise CtxlabError(f"--threads x --rounds = {threads * rounds:,} handoffs is more than 10,000,000")
-    prepare(device, output, trace)
     options = {"device": device, "threads": threads, "rounds": rounds, "context": context, "timeout": timeout,
                "trace": trace}
-    result = lab.run(options, progress=say, on_handoff_progress=HandoffProgress())
-    emit([result], fmt, output)
-    lab_exit([result])
+    run_lab(lab, options, fmt, output, on_handoff_progress=HandoffProgress())
 
 
 @cli.command()
@@ -258,10 +263,7 @@ def refcount(device, trace, fmt, output):
     """
     from ctxlab.labs import refcount as lab
 
-    prepare(device, output, trace)
-    result = lab.run({"device": device, "trace": trace}, progress=say)
-    emit([result], fmt, output)
-    lab_exit([result])
+    run_lab(lab, {"device": device, "trace": trace}, fmt, output)
 
 
 @cli.command()
@@ -279,10 +281,7 @@ def lifecycle(device, trace, fmt, output):
     """
     from ctxlab.labs import lifecycle as lab
 
-    prepare(device, output, trace)
-    result = lab.run({"device": device, "trace": trace}, progress=say)
-    emit([result], fmt, output)
-    lab_exit([result])
+    run_lab(lab, {"device": device, "trace": trace}, fmt, output)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -326,6 +325,26 @@ def trace(only, thread_name, fmt, output, code, module, script_args):
     except FileNotFoundError as exc:
         raise CtxlabError(f"script not found: {exc.filename}") from None
     raise SystemExit(status)
+
+
+@cli.command()
+@device_option
+@trace_option
+@output_options
+@domain_errors
+def modules(device, trace, fmt, output):
+    """Show how and when modules are loaded into a context.
+
+    Each scenario runs in a fresh process: the same module under
+    CUDA_MODULE_LOADING=EAGER, LAZY and unset (witnessed by CUPTI's
+    MODULE_LOADED and by device memory), one module in two contexts, a
+    context-independent library (cuLibraryLoadData) in two contexts, nvcc's
+    registration stub and a library built with it (needs nvcc), and CuPy's
+    kernel cache under another context.
+    """
+    from ctxlab.labs import modules as lab
+
+    run_lab(lab, {"device": device, "trace": trace}, fmt, output)
 
 
 def main():

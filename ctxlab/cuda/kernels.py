@@ -60,6 +60,10 @@ def compile_cubin(source: str, name: str, major: int, minor: int) -> bytes:
     with _lock:
         if key in _cubins:
             return _cubins[key]
+        cached = _disk_cache(source, major, minor)
+        if cached.exists():  # every lab child would otherwise pay NVRTC again
+            _cubins[key] = cached.read_bytes()
+            return _cubins[key]
         prog = check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], []), "nvrtcCreateProgram")
         try:
             options = [f"--gpu-architecture=sm_{major}{minor}".encode(), b"-std=c++17"]
@@ -75,7 +79,36 @@ def compile_cubin(source: str, name: str, major: int, minor: int) -> bytes:
         finally:
             nvrtc.nvrtcDestroyProgram(prog)
         _cubins[key] = cubin
+        _store(cached, cubin)
         return cubin
+
+
+def _disk_cache(source: str, major: int, minor: int):
+    import hashlib
+    import os
+    from pathlib import Path
+
+    from cuda.bindings import nvrtc
+
+    version = check(nvrtc.nvrtcVersion(), "nvrtcVersion")
+    digest = hashlib.sha256(f"{version}|sm_{major}{minor}|{source}".encode()).hexdigest()[:32]
+    base = Path(os.environ.get("CTXLAB_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ctxlab")
+    return base / f"{digest}.cubin"
+
+
+def _store(path, data: bytes) -> None:
+    """Write the cache entry atomically; a cache that cannot be written is no error."""
+    import os
+    import tempfile
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def _arch_of_current_context() -> tuple[int, int]:

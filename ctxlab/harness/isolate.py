@@ -62,7 +62,11 @@ def _child(target: str, args: tuple, kwargs: dict, conn, log_path: str, env: dic
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    os.environ.update(env)
+    for key, value in env.items():  # None unsets: the child then sees the variable absent
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
     try:
         module_name, func_name = target.split(":")
         func = getattr(importlib.import_module(module_name), func_name)

@@ -35,6 +35,10 @@ class Recorder:
         self.scenario = scenario
         self.observations: list[Observation] = []
 
+    @property
+    def tracer(self):
+        return self._tracer
+
     def discard_events(self) -> None:
         """Drop trace events of steps that are counted but not recorded (long relays)."""
         if self._tracer:

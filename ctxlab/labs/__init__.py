@@ -8,6 +8,7 @@ LABS = {
     "migrate": "ctxlab.labs.migrate",
     "refcount": "ctxlab.labs.refcount",
     "lifecycle": "ctxlab.labs.lifecycle",
+    "modules": "ctxlab.labs.modules",
 }
 
 

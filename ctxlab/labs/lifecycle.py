@@ -44,7 +44,8 @@ def _state_after(obs, scenario, call):
 
 def judge_import(obs):
     v = _state_after(obs, "first-context", "import cupy")
-    return "observed", (f"import cupy made {v.get('driver_calls', 'no traced')} CUDA calls; after it the primary "
+    calls = "an untraced number of" if v.get("driver_calls") is None else v["driver_calls"]
+    return "observed", (f"import cupy made {calls} CUDA calls; after it the primary "
                         f"context was inactive ({not v['primary_active']}) and no context current "
                         f"({not v['current']}): the first runtime call initialises CUDA, not the import")
 
@@ -220,7 +221,7 @@ def first_context(device: int) -> dict:
     s = Steps("first-context", device)
     from ctxlab.trace import summarize
 
-    s.after("import cupy", events=summarize(import_events, context_only=False), driver_calls=len(import_events))
+    s.after("import cupy", events=summarize(import_events, context_only=False), driver_calls=len(import_events) if tracer else None)
     s.after("cuInit", events=summarize(init_events, context_only=False))
     cupy.cuda.runtime.getDeviceCount()
     s.after("cudaGetDeviceCount")

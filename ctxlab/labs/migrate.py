@@ -548,7 +548,7 @@ def cupy_caches(device: int) -> dict:
     return scenario_output(rec)
 
 
-def cupy_kernel_reverse(device: int) -> dict:
+def cupy_kernel_reverse(device: int, scenario: str = "cupy-kernel-reverse") -> dict:
     """A CuPy kernel first compiled and loaded under the primary context, then used under a created one."""
     import cupy
 
@@ -556,7 +556,7 @@ def cupy_kernel_reverse(device: int) -> dict:
     from ctxlab.cuda.errors import from_exception
     from ctxlab.labs.common import cuda_recorder, scenario_output
 
-    rec = cuda_recorder(scenario="cupy-kernel-reverse")
+    rec = cuda_recorder(scenario=scenario)
     cupy.cuda.runtime.setDevice(device)
     a = cupy.arange(64, dtype=cupy.float64)
     first = f"ok ({float(cupy.sqrt(a * 3.5 + 1.25).sum()):.3f})"

@@ -1,0 +1,107 @@
+"""Where a verified handoff's time goes: each operation of ``migrate``'s
+handoff step timed alone in one thread, and a bare thread-to-thread handoff.
+
+    python benchmarks/handoff_breakdown.py [--iterations N] [--json FILE]
+
+Needs a GPU. Prints microseconds per operation (median of 5 batches).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import queue
+import statistics
+import threading
+import time
+
+
+def timed(fn, n: int) -> float:
+    batches = []
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        batches.append((time.perf_counter() - t) / n * 1e6)
+    return statistics.median(batches)
+
+
+def ping_pong(n: int) -> float:
+    a, b = queue.SimpleQueue(), queue.SimpleQueue()
+
+    def echo():
+        for _ in range(n):
+            b.put(a.get())
+
+    thread = threading.Thread(target=echo)
+    thread.start()
+    t = time.perf_counter()
+    for i in range(n):
+        a.put(i)
+        b.get()
+    thread.join()
+    return (time.perf_counter() - t) / (2 * n) * 1e6  # one handoff = one direction
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=2000)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    n = args.iterations
+
+    import cupy
+
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.environment import capture, init_driver
+    from ctxlab.cuda.kernels import VERIFY_THREADS, ProbeModule
+    from ctxlab.labs.migrate import ARRAY_LEN
+
+    driver = init_driver()
+    cupy.cuda.runtime.setDevice(0)
+    ctx = drv.current().handle
+    a = cupy.arange(ARRAY_LEN, dtype=cupy.int64)
+    out = drv.mem_alloc(16)
+    probe = ProbeModule.load()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    cu_stream = driver.CUstream(stream.ptr)
+    verify = probe.packed("verify", [(a.data.ptr, ctypes.c_void_p), (ARRAY_LEN, ctypes.c_longlong),
+                                     (out, ctypes.c_void_p)], 1, VERIFY_THREADS)
+    update = probe.packed("update", [(a.data.ptr, ctypes.c_void_p), (ARRAY_LEN, ctypes.c_longlong),
+                                     (3, ctypes.c_longlong)], (ARRAY_LEN + 255) // 256, 256)
+    host = bytearray(16)
+
+    def push_pop():
+        drv.pop()
+        drv.push(ctx)
+
+    def gpu_round():
+        verify(cu_stream)
+        driver.cuMemcpyDtoHAsync(host, out, 16, cu_stream)
+        update(cu_stream)
+        driver.cuStreamSynchronize(cu_stream)
+
+    results = {
+        "cuCtxGetCurrent (raw)": timed(driver.cuCtxGetCurrent, n),
+        "drv.current() (handle + id)": timed(drv.current, n),
+        "drv.pointer_context": timed(lambda: drv.pointer_context(a.data.ptr), n),
+        "cuModuleGetGlobal": timed(lambda: driver.cuModuleGetGlobal(probe.module, b"probe_global"), n),
+        "drv.stream_context": timed(lambda: drv.stream_context(stream.ptr), n),
+        "pop + push": timed(push_pop, n),
+        "verify launch": timed(lambda: (verify(cu_stream), driver.cuStreamSynchronize(cu_stream)), n),
+        "update launch + sync": timed(lambda: (update(cu_stream), driver.cuStreamSynchronize(cu_stream)), n),
+        "verify + copy + update + sync": timed(gpu_round, n),
+        "thread handoff (SimpleQueue)": ping_pong(n * 5),
+    }
+    report = {"environment": capture(0), "iterations": n, "microseconds": results}
+    width = max(map(len, results))
+    for name, us in results.items():
+        print(f"{name:<{width}}  {us:8.2f} us")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(report, handle, indent=2)
+
+
+if __name__ == "__main__":
+    main()
