@@ -347,6 +347,115 @@ def modules(device, trace, fmt, output):
     run_lab(lab, {"device": device, "trace": trace}, fmt, output)
 
 
+def parse_devices(text: str) -> list[int]:
+    from ctxlab.cuda.environment import device_count, require_device
+
+    if text == "all":
+        return list(range(device_count()))
+    try:
+        devices = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: give 'all' or indices such as 0,1", param_hint="--devices") from None
+    if not devices or any(d < 0 for d in devices):
+        raise click.BadParameter(f"{text!r}: give 'all' or indices such as 0,1", param_hint="--devices")
+    for device in devices:
+        require_device(device)
+    return devices
+
+
+@cli.command()
+@click.option("--devices", default="0", show_default=True,
+              help="GPUs to run the labs on: 'all' or a list such as 0,1.")
+@click.option("--only", default=None, help="Run only these labs (comma-separated).")
+@click.option("--timeout", type=click.FloatRange(1, 3600), default=300.0, show_default=True,
+              help="Seconds a lab's scenario may run before it is killed and reported as that lab's error.")
+@click.option("--jobs", type=click.IntRange(1, 64), default=4, show_default=True,
+              help="Labs run side by side (labs that need the GPU alone still run one at a time).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write all results (JSON).")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), default=None, help="Write JUnit XML.")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None,
+              help="Write a summary for a CI step summary (e.g. $GITHUB_STEP_SUMMARY).")
+@click.option("--baseline", type=click.Path(dir_okay=False), default=None,
+              help="A recorded check JSON to compare with: every verdict or observed outcome that differs is drift.")
+@click.option("--fail-on-drift", is_flag=True, help="Exit 1 when anything drifted from --baseline.")
+@domain_errors
+def check(devices, only, timeout, jobs, json_path, junit_path, markdown_path, baseline, fail_on_drift):
+    """Run every lab, isolated, and report for CI: exit 1 when a documented claim fails or a lab errors.
+
+    One line per lab as it ends. Exit status: 0 when no claim fails and every
+    lab ran, 1 otherwise (or on drift with --fail-on-drift), 2 for usage or
+    environment problems such as no GPU.
+    """
+    from ctxlab.check import drift, run_check, summary_markdown
+    from ctxlab.labs import LABS
+    from ctxlab.record import atomic_write, check_writable, dumps, load_runs
+    from ctxlab.report import render
+    from ctxlab.report.text import verdict_counts
+
+    names = list(LABS)
+    if only:
+        names = [n.strip() for n in only.split(",") if n.strip()]
+        unknown = [n for n in names if n not in LABS]
+        if unknown or not names:
+            raise click.BadParameter(f"unknown lab(s) {', '.join(unknown) or only!r}: choose from {', '.join(LABS)}",
+                                     param_hint="--only")
+    if fail_on_drift and not baseline:
+        raise click.UsageError("--fail-on-drift needs --baseline")
+    for path in (json_path, junit_path, markdown_path):
+        if path:
+            check_writable(path)
+    base = load_runs(baseline) if baseline else None
+    chosen = parse_devices(devices)
+
+    def line(run):
+        counts = ", ".join(f"{n} {v}" for v, n in sorted(verdict_counts(run).items()))
+        errors = f", {len(run.errors)} error(s)" if run.errors else ""
+        say(f"{run.lab} on GPU {run.options.get('device', '?')}: {counts or 'no claims'}{errors} ({run.seconds:.2f} s)")
+
+    t0 = time.perf_counter()
+    runs = run_check(names, chosen, timeout=timeout, jobs=jobs, progress=line)
+    drifted = drift(runs, base) if base is not None else None
+    say(f"check: {len(runs)} lab run(s) in {time.perf_counter() - t0:.2f} s")
+    if not (json_path or junit_path or markdown_path):
+        click.echo(render(runs, "table"), nl=False)
+    if json_path:
+        atomic_write(json_path, dumps(runs, as_list=True) + "\n")
+    if junit_path:
+        atomic_write(junit_path, render(runs, "junit"))
+    if markdown_path:
+        atomic_write(markdown_path, summary_markdown(runs, drifted))
+    for d in drifted or ():
+        say(f"drift: {d['claim']}: {d['change']}: now {d['now']}" + (f" (was {d['was']})" if "was" in d else ""))
+    if any(run.failed for run in runs) or (fail_on_drift and drifted):
+        raise SystemExit(EXIT_FAILS)
+
+
+@cli.group()
+def report():
+    """Combine recorded results."""
+
+
+@report.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the matrix as Markdown here (default: print it).")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None, help="Write the matrix as HTML here.")
+@domain_errors
+def merge(files, markdown_path, html_path):
+    """One matrix of claims against runners (GPU, driver, runtime) from check results of several runners."""
+    from ctxlab.record import atomic_write, load_runs
+    from ctxlab.report.merge import render_html, render_markdown
+
+    loaded = [(path, load_runs(path)) for path in files]
+    text = render_markdown(loaded)
+    if markdown_path:
+        atomic_write(markdown_path, text)
+    if html_path:
+        atomic_write(html_path, render_html(loaded))
+    if not markdown_path:
+        click.echo(text, nl=False)
+
+
 def main():
     cli(prog_name="ctxlab")
 

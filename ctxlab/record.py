@@ -114,8 +114,9 @@ class LabResult:
                    trace=tuple(data.get("trace", ())))
 
 
-def dumps(runs: list[LabResult]) -> str:
-    if len(runs) == 1:
+def dumps(runs: list[LabResult], as_list: bool = False) -> str:
+    """One run as its object; several (or any number, with ``as_list``) under ``runs``."""
+    if len(runs) == 1 and not as_list:
         return json.dumps(runs[0].to_dict(), indent=2)
     return json.dumps({"schema": SCHEMA, "runs": [r.to_dict() for r in runs]}, indent=2)
 

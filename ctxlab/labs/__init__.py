@@ -12,7 +12,13 @@ LABS = {
 }
 
 
-def lab_module(name: str):
-    if name not in LABS:
-        raise KeyError(f"unknown lab {name!r}: choose from {', '.join(LABS)}")
-    return importlib.import_module(LABS[name])
+def lab_module(name: str, registry: dict | None = None):
+    """The lab's module (or, as ``module:attribute``, an object with NAME, CLAIMS and run)."""
+    registry = registry or LABS
+    if name not in registry:
+        raise KeyError(f"unknown lab {name!r}: choose from {', '.join(registry)}")
+    target = registry[name]
+    if ":" in target:
+        module, attribute = target.split(":")
+        return getattr(importlib.import_module(module), attribute)
+    return importlib.import_module(target)

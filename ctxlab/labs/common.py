@@ -47,6 +47,8 @@ class LabRun:
         """
         self.progress(f"{self.lab}: {scenario} ...")
         t = time.perf_counter()
+        cap = self.options.get("scenario_timeout")  # ctxlab check --timeout
+        timeout = min(timeout, cap) if cap else timeout
         try:
             env = {**(env or {}), **({"CTXLAB_TRACE": "1"} if self.options.get("trace") else {})}
             out = run_isolated(target, *args, timeout=timeout, env=env, on_progress=on_progress, fresh=fresh,

@@ -17,6 +17,7 @@ import time
 from ctxlab.claims import Claim, MissingObservation, documented, one, select
 
 NAME = "migrate"
+EXCLUSIVE = True  # its handoff rates need the GPU to itself
 KINDS = ("primary", "created")
 ARRAY_LEN = 1 << 13  # 64 KiB: one block reduces it in a few microseconds
 GLOBAL_START = 1000

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ctxlab.claims import Claim, MissingObservation, documented, one, select
 
 NAME = "modules"
+EXCLUSIVE = True  # device memory in use witnesses module loads: no other lab may allocate meanwhile
 BIG_MIB = 256
 
 LAZY = ("CUDA Programming Guide, Lazy Loading: with CUDA_MODULE_LOADING=LAZY (default since 12.2) a module is "

@@ -1,0 +1,52 @@
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from ctxlab.cli import cli
+from ctxlab.record import load_runs
+
+pytestmark = pytest.mark.gpu
+KEEP = os.environ.get("CTXLAB_RESULTS")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def keep(tmp_path, name):
+    return os.path.join(KEEP, name) if KEEP else str(tmp_path / name)
+
+
+def test_modules_every_scenario(tmp_path):
+    out = keep(tmp_path, "modules.json")
+    result = CliRunner().invoke(cli, ["modules", "--format", "json", "--output", out], catch_exceptions=False)
+    (run,) = load_runs(out)
+    assert run.errors == (), run.errors
+    scenarios = {o.scenario for o in run.observations}
+    assert {"module-EAGER", "module-LAZY", "module-unset", "two-contexts", "library-EAGER", "library-LAZY",
+            "nvcc", "cupy-cache"} <= scenarios
+    verdicts = {c.id: c.verdict for c in run.claims}
+    assert verdicts["modules.per-context-instances"] == "holds"
+    assert verdicts["modules.library-per-context"] == "holds"
+    assert result.exit_code == (1 if "fails" in verdicts.values() else 0)
+
+
+def test_check_runs_every_lab_and_writes_the_reports(tmp_path):
+    paths = {kind: keep(tmp_path, name) for kind, name in
+             (("json", "check.json"), ("junit", "check.xml"), ("markdown", "check.md"))}
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    t = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "ctxlab", "check", "--json", paths["json"], "--junit",
+                           paths["junit"], "--markdown", paths["markdown"]], capture_output=True, text=True,
+                          env=env, timeout=600)
+    wall = time.perf_counter() - t
+    runs = load_runs(paths["json"])
+    assert {r.lab for r in runs} == {"migrate", "refcount", "lifecycle", "modules"}
+    assert all(not r.errors for r in runs), [r.errors for r in runs]
+    assert done.returncode == (1 if any(r.failed for r in runs) else 0), done.stderr
+    assert done.stderr.count(" on GPU 0: ") == 4  # one progress line per lab
+    with open(keep(tmp_path, "check-timing.json"), "w") as handle:
+        json.dump({"wall_seconds": wall, "labs": {r.lab: r.seconds for r in runs}}, handle, indent=2)
+    assert "# ctxlab check" in open(paths["markdown"]).read()

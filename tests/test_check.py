@@ -1,0 +1,127 @@
+import dataclasses
+
+import pytest
+from click.testing import CliRunner
+
+from ctxlab import check as check_module
+from ctxlab.check import drift, normalize, run_check, summary_markdown
+from ctxlab.cli import cli
+from ctxlab.record import dumps, parse_runs
+from ctxlab.report.merge import render_html, render_markdown
+from tests.conftest import recorded
+from tests.fake_labs import REGISTRY
+
+
+def test_a_crashing_and_a_hanging_lab_are_reported_and_the_rest_run():
+    lines = []
+    runs = run_check(["ok", "crash", "hang", "fails"], [0], timeout=2, jobs=4, progress=lines.append,
+                     registry=REGISTRY)
+    by = {r.lab: r for r in runs}
+    assert [r.lab for r in runs] == ["ok", "crash", "hang", "fails"]  # reported in the order asked
+    assert not by["ok"].failed and by["ok"].claims[0].verdict == "holds"
+    assert by["crash"].errors[0]["kind"] == "crash" and "about to crash" in by["crash"].errors[0]["output_tail"]
+    assert by["hang"].errors[0]["kind"] == "timeout" and "hanging" in by["hang"].errors[0]["output_tail"]
+    assert by["fails"].failed and by["fails"].claims[0].verdict == "fails"
+    assert len(lines) == 4  # one progress line per lab as it ends
+
+
+def test_a_lab_whose_own_code_breaks_is_an_error_of_that_lab():
+    registry = {**REGISTRY, "broken": "tests.fake_labs:DOES_NOT_EXIST"}
+    (run,) = run_check(["broken"], [0], registry=registry)
+    assert run.failed and run.errors[0]["scenario"] == "lab" and "AttributeError" in run.errors[0]["message"]
+
+
+def load(name):
+    return parse_runs(recorded(name), name)
+
+
+def test_no_drift_against_itself_and_volatile_numbers_are_ignored():
+    runs = load("refcount.json")
+    assert drift(runs, runs) == []
+    assert normalize("handle 0x7f4128000cb0 at 5523.65 handoffs/s") == "handle 0x… at #.# handoffs/s"
+
+
+def test_drift_lists_changed_verdicts_and_observed_outcomes():
+    base = load("refcount.json")
+    run = base[0]
+    claims = list(run.claims)
+    claims[0] = dataclasses.replace(claims[0], verdict="fails")
+    observed = next(i for i, c in enumerate(claims) if c.verdict == "observed")
+    claims[observed] = dataclasses.replace(claims[observed], evidence="something else happened")
+    now = [dataclasses.replace(run, claims=tuple(claims))]
+    found = drift(now, base)
+    assert {(d["claim"], d["change"]) for d in found} == {(claims[0].id, "verdict"),
+                                                         (claims[observed].id, "observed outcome")}
+    text = summary_markdown(now, found)
+    assert "## Drift against the baseline" in text and claims[0].id in text and "## Failures" in text
+
+
+def test_merge_builds_one_matrix_of_claims_against_runners():
+    a = load("refcount.json")
+    b = [dataclasses.replace(a[0], environment={**a[0].environment, "hostname": "other",
+                                                "driver_version": 12080})]
+    md = render_markdown([("a.json", a), ("b.json", b)])
+    header = md.splitlines()[0]
+    assert "driver 13000" in header and "driver 12080" in header
+    assert any(line.startswith("| refcount.thread-exit | changed | changed |") for line in md.splitlines())
+    assert "<table" in render_html([("a.json", a), ("b.json", b)])
+
+
+def test_merge_cli(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(dumps(load("refcount.json"), as_list=True))
+    result = CliRunner().invoke(cli, ["report", "merge", str(path), "--html", str(tmp_path / "m.html")],
+                                catch_exceptions=False)
+    assert result.exit_code == 0 and "| refcount.runtime-holds-reference |" in result.output
+    assert (tmp_path / "m.html").read_text().startswith("<!doctype html>")
+
+
+@pytest.fixture
+def fake_registry(monkeypatch):
+    import ctxlab.labs
+
+    monkeypatch.setattr(ctxlab.labs, "LABS", REGISTRY)
+    monkeypatch.setattr(check_module, "LABS", REGISTRY)
+    monkeypatch.setattr("ctxlab.cli.parse_devices", lambda text: [0])
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_check_exit_codes_and_reports(fake_registry, tmp_path):
+    ok = invoke("check", "--only", "ok", "--json", str(tmp_path / "r.json"), "--junit", str(tmp_path / "r.xml"),
+                "--markdown", str(tmp_path / "r.md"))
+    assert ok.exit_code == 0, ok.output
+    assert parse_runs(__import__("json").loads((tmp_path / "r.json").read_text()))[0].lab == "ok"
+    assert "<testsuites" in (tmp_path / "r.xml").read_text()
+    assert "None: no documented claim failed" in (tmp_path / "r.md").read_text()
+    bad = invoke("check", "--only", "ok,fails", "--timeout", "5")
+    assert bad.exit_code == 1
+    crash = invoke("check", "--only", "crash,ok", "--timeout", "5")
+    assert crash.exit_code == 1 and "crash on GPU 0" in crash.output
+
+
+def test_check_fail_on_drift(fake_registry, tmp_path):
+    base = tmp_path / "base.json"
+    assert invoke("check", "--only", "ok", "--json", str(base)).exit_code == 0
+    assert invoke("check", "--only", "ok", "--baseline", str(base), "--fail-on-drift").exit_code == 0
+    data = __import__("json").loads(base.read_text())
+    data["runs"][0]["claims"][0]["verdict"] = "changed"
+    base.write_text(__import__("json").dumps(data))
+    drifted = invoke("check", "--only", "ok", "--baseline", str(base), "--fail-on-drift")
+    assert drifted.exit_code == 1 and "drift: ok.claim: verdict" in drifted.output
+
+
+@pytest.mark.parametrize("args, message", [(["--only", "nope"], "unknown lab"),
+                                           (["--fail-on-drift"], "needs --baseline"),
+                                           (["--timeout", "0"], "0")])
+def test_check_usage_errors_exit_2(fake_registry, args, message):
+    result = invoke("check", *args)
+    assert result.exit_code == 2 and message in result.output
+
+
+@pytest.mark.nogpu
+def test_check_without_gpu_exits_2():
+    result = invoke("check")
+    assert result.exit_code == 2 and "no usable GPU" in result.output
