@@ -210,7 +210,8 @@ def module_loading(device: int, mode: str | None) -> dict:
     w.step("cuModuleLoadData")
     fn = check(driver.cuModuleGetFunction(module, b"touch"), "cuModuleGetFunction")
     w.step("cuModuleGetFunction")
-    check(driver.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, 0, ((1,), (ctypes.c_longlong,)), 0), "cuLaunchKernel")
+    check(driver.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, driver.CUstream(0), ((1,), (ctypes.c_longlong,)), 0),
+          "cuLaunchKernel")
     drv.synchronize()
     w.step("first launch")
     return {"observations": w.rec.observations}
@@ -264,7 +265,8 @@ def library(device: int, mode: str) -> dict:
     w.step("cuLibraryGetKernel")
     fn_a = check(driver.cuKernelGetFunction(kernel), "cuKernelGetFunction")
     w.step("cuKernelGetFunction")
-    check(driver.cuLaunchKernel(fn_a, 1, 1, 1, 1, 1, 1, 0, 0, ((5,), (ctypes.c_longlong,)), 0), "cuLaunchKernel")
+    check(driver.cuLaunchKernel(fn_a, 1, 1, 1, 1, 1, 1, 0, driver.CUstream(0), ((5,), (ctypes.c_longlong,)), 0),
+          "cuLaunchKernel")
     drv.synchronize()
     w.step("first launch")
     global_a, _ = check(driver.cuLibraryGetGlobal(lib, b"probe_global"), "cuLibraryGetGlobal")
