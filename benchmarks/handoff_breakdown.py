@@ -62,25 +62,16 @@ def main() -> None:
     cupy.cuda.runtime.setDevice(0)
     ctx = drv.current().handle
     a = cupy.arange(ARRAY_LEN, dtype=cupy.int64)
-    out = drv.mem_alloc(16)
+    out = drv.host_alloc_mapped(16)
     probe = ProbeModule.load()
     stream = cupy.cuda.Stream(non_blocking=True)
     cu_stream = driver.CUstream(stream.ptr)
-    verify = probe.packed("verify", [(a.data.ptr, ctypes.c_void_p), (ARRAY_LEN, ctypes.c_longlong),
-                                     (out, ctypes.c_void_p)], 1, VERIFY_THREADS)
-    update = probe.packed("update", [(a.data.ptr, ctypes.c_void_p), (ARRAY_LEN, ctypes.c_longlong),
-                                     (3, ctypes.c_longlong)], (ARRAY_LEN + 255) // 256, 256)
-    host = bytearray(16)
+    handoff = probe.packed("verify_and_update", [(a.data.ptr, ctypes.c_void_p), (ARRAY_LEN, ctypes.c_longlong),
+                                                 (3, ctypes.c_longlong), (out, ctypes.c_void_p)], 1, VERIFY_THREADS)
 
     def push_pop():
         drv.pop()
         drv.push(ctx)
-
-    def gpu_round():
-        verify(cu_stream)
-        driver.cuMemcpyDtoHAsync(host, out, 16, cu_stream)
-        update(cu_stream)
-        driver.cuStreamSynchronize(cu_stream)
 
     results = {
         "cuCtxGetCurrent (raw)": timed(driver.cuCtxGetCurrent, n),
@@ -89,9 +80,7 @@ def main() -> None:
         "cuModuleGetGlobal": timed(lambda: driver.cuModuleGetGlobal(probe.module, b"probe_global"), n),
         "drv.stream_context": timed(lambda: drv.stream_context(stream.ptr), n),
         "pop + push": timed(push_pop, n),
-        "verify launch": timed(lambda: (verify(cu_stream), driver.cuStreamSynchronize(cu_stream)), n),
-        "update launch + sync": timed(lambda: (update(cu_stream), driver.cuStreamSynchronize(cu_stream)), n),
-        "verify + copy + update + sync": timed(gpu_round, n),
+        "verify_and_update + stream sync": timed(lambda: (handoff(cu_stream), driver.cuStreamSynchronize(cu_stream)), n),
         "thread handoff (SimpleQueue)": ping_pong(n * 5),
     }
     report = {"environment": capture(0), "iterations": n, "microseconds": results}

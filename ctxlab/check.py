@@ -3,8 +3,9 @@
 Each lab's scenarios run in child processes (from the forkserver that preloaded
 CuPy and cuda.bindings), each with a timeout, so a lab that crashes, hangs or
 leaves a sticky error is reported as that lab's error with its output tail while
-the others go on. Labs whose figures need the GPU alone (EXCLUSIVE) run one at
-a time after the others, which run side by side.
+the others go on. Labs and their scenarios run side by side; scenarios whose
+figures need the GPU alone (timings, device memory in use) take it exclusively
+through ``harness.gpu_lock``.
 """
 
 from __future__ import annotations
@@ -47,32 +48,20 @@ def run_one(name: str, device: int, timeout: float | None, registry: dict) -> La
         return _error_result(name, device, exc, time.perf_counter() - t)
 
 
-def _exclusive(name: str, registry: dict) -> bool:
-    try:
-        return bool(getattr(lab_module(name, registry), "EXCLUSIVE", False))
-    except Exception:  # run_one reports the broken lab
-        return False
-
-
 def run_check(names: list[str], devices: list[int], timeout: float | None = None, jobs: int = 4,
               progress: Callable[[LabResult], None] | None = None, registry: dict | None = None) -> list[LabResult]:
     registry = registry or LABS
     work = [(name, device) for name in names for device in devices]
-    exclusive = [w for w in work if _exclusive(w[0], registry)]
-    shared = [w for w in work if w not in exclusive]
-    results: dict[tuple, LabResult] = {}
 
     def one(item):
         result = run_one(item[0], item[1], timeout, registry)
-        results[item] = result
         if progress:
             progress(result)
+        return result
 
+    # Labs side by side; inside each, scenarios that need the GPU alone take it (harness.gpu_lock).
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        list(pool.map(one, shared))
-    for item in exclusive:
-        one(item)
-    return [results[item] for item in work]
+        return list(pool.map(one, work))
 
 
 # ---------------------------------------------------------------- drift

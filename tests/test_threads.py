@@ -107,3 +107,33 @@ def test_recorder_keeps_values_plain():
     assert obs.value["ptr"] == 0x7000 and obs.value["list"] == [1, 0x7000]
     assert obs.value["other"].startswith("<object object")
     pickle.dumps(obs)
+
+
+def test_exclusive_holders_run_alone_and_shared_ones_together():
+    import time
+
+    from ctxlab.harness.gpu_lock import SharedExclusiveLock
+
+    lock = SharedExclusiveLock()
+    active, log = [], []
+    guard = threading.Lock()
+
+    def work(name, exclusive):
+        with lock.hold(exclusive):
+            with guard:
+                active.append(name)
+                log.append(sorted(active))
+            time.sleep(0.05)
+            with guard:
+                active.remove(name)
+
+    threads = [threading.Thread(target=work, args=(f"s{i}", False)) for i in range(4)]
+    threads += [threading.Thread(target=work, args=("x", True))]
+    threads += [threading.Thread(target=work, args=(f"t{i}", False)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert ["x"] in log  # the exclusive holder ran alone
+    assert all("x" not in seen or seen == ["x"] for seen in log)
+    assert max(len(seen) for seen in log) > 1  # shared holders overlapped

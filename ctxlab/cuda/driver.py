@@ -8,18 +8,26 @@ handle value is reused after a context is destroyed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ctxlab.cuda.environment import init_driver
 from ctxlab.cuda.errors import CudaError, check, error_from
 
 
+_module = None
+
+
 def _driver():
-    return init_driver()
+    """cuda.bindings.driver, initialised; cached, since the helpers below sit in hot loops."""
+    global _module
+    if _module is None:
+        _module = init_driver()
+    return _module
 
 
 def as_context(ctx):
     driver = _driver()
-    return ctx if isinstance(ctx, driver.CUcontext) else driver.CUcontext(int(ctx))
+    return ctx if isinstance(ctx, driver.CUcontext) else driver.CUcontext(ctx)
 
 
 def as_device(dev):
@@ -27,8 +35,7 @@ def as_device(dev):
     return dev if isinstance(dev, driver.CUdevice) else driver.CUdevice(int(dev))
 
 
-@dataclass(frozen=True)
-class ContextView:
+class ContextView(NamedTuple):
     """What a thread sees as its current context: handle 0 means none."""
 
     handle: int
@@ -46,21 +53,29 @@ def context_id(ctx) -> int | None:
 
 
 def current() -> ContextView:
-    handle = int(check(_driver().cuCtxGetCurrent(), "cuCtxGetCurrent"))
+    driver = _driver()
+    err, ctx = driver.cuCtxGetCurrent()
+    if int(err):
+        raise error_from(err, "cuCtxGetCurrent")
+    handle = int(ctx)
     if handle == 0:
         return ContextView(0, None)
-    try:
-        return ContextView(handle, context_id(handle))
-    except CudaError:  # a handle left behind by a destroyed context
-        return ContextView(handle, None)
+    err, ident = driver.cuCtxGetId(ctx)
+    # A handle left behind by a destroyed context has no id.
+    return ContextView(handle, None if int(err) else int(ident))
 
 
 def push(ctx) -> None:
-    check(_driver().cuCtxPushCurrent(as_context(ctx)), "cuCtxPushCurrent")
+    err, = _driver().cuCtxPushCurrent(as_context(ctx))
+    if int(err):
+        raise error_from(err, "cuCtxPushCurrent")
 
 
 def pop() -> int:
-    return int(check(_driver().cuCtxPopCurrent(), "cuCtxPopCurrent"))
+    err, ctx = _driver().cuCtxPopCurrent()
+    if int(err):
+        raise error_from(err, "cuCtxPopCurrent")
+    return int(ctx)
 
 
 def set_current(ctx) -> None:
@@ -118,8 +133,10 @@ def primary_state(dev) -> PrimaryState:
 
 def pointer_context(ptr: int) -> int:
     driver = _driver()
-    attr = driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_CONTEXT
-    return int(check(driver.cuPointerGetAttribute(attr, int(ptr)), "cuPointerGetAttribute(CONTEXT)"))
+    err, ctx = driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_CONTEXT, ptr)
+    if int(err):
+        raise error_from(err, "cuPointerGetAttribute(CONTEXT)")
+    return int(ctx)
 
 
 def pointer_device(ptr: int) -> int:
@@ -128,9 +145,13 @@ def pointer_device(ptr: int) -> int:
     return int(check(driver.cuPointerGetAttribute(attr, int(ptr)), "cuPointerGetAttribute(DEVICE_ORDINAL)"))
 
 
-def stream_context(stream: int) -> int:
+def stream_context(stream) -> int:
+    """The context of a stream (an int handle or a CUstream)."""
     driver = _driver()
-    return int(check(driver.cuStreamGetCtx(driver.CUstream(int(stream))), "cuStreamGetCtx"))
+    err, ctx = driver.cuStreamGetCtx(stream if isinstance(stream, driver.CUstream) else driver.CUstream(int(stream)))
+    if int(err):
+        raise error_from(err, "cuStreamGetCtx")
+    return int(ctx)
 
 
 def stream_create() -> int:
@@ -142,6 +163,12 @@ def stream_create() -> int:
 def stream_synchronize(stream: int) -> None:
     driver = _driver()
     check(driver.cuStreamSynchronize(driver.CUstream(int(stream))), "cuStreamSynchronize")
+
+
+def host_alloc_mapped(nbytes: int) -> int:
+    """Pinned host memory the GPU writes to directly (with unified addressing, same address on both sides)."""
+    driver = _driver()
+    return int(check(driver.cuMemHostAlloc(nbytes, driver.CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc"))
 
 
 def mem_alloc(nbytes: int) -> int:

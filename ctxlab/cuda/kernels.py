@@ -23,16 +23,11 @@ extern "C" __global__ void add_to_global(long long k) { probe_global += k; }
 
 extern "C" __global__ void read_through(const long long* p, long long* out) { *out = *p; }
 
-// One handoff's change: every element of the array and the global, in one launch.
-extern "C" __global__ void update(long long* a, long long n, long long k) {
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) a[i] += 1;
-    if (i == 0) probe_global += k;
-}
-
-// What a thread reads before it changes anything: out[0] = sum of a, out[1] = the global.
-extern "C" __global__ void verify(const long long* a, long long n, long long* out) {
-    __shared__ long long part[256];
+// One handoff in one launch (a single block): out[0] = the sum of a and out[1] = the
+// global as the previous thread left them, then every element +1 and the global +k.
+// out may be mapped host memory: the host reads it after the stream synchronises.
+extern "C" __global__ void verify_and_update(long long* a, long long n, long long k, long long* out) {
+    __shared__ long long part[1024];
     long long s = 0;
     for (long long i = threadIdx.x; i < n; i += blockDim.x) s += a[i];
     part[threadIdx.x] = s;
@@ -41,11 +36,13 @@ extern "C" __global__ void verify(const long long* a, long long n, long long* ou
         if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
         __syncthreads();
     }
-    if (threadIdx.x == 0) { out[0] = part[0]; out[1] = probe_global; }
+    if (threadIdx.x == 0) { out[0] = part[0]; out[1] = probe_global; probe_global += k; }
+    // every read above happened before the barriers: now change the array
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) a[i] += 1;
 }
 """
 
-VERIFY_THREADS = 256
+VERIFY_THREADS = 1024  # verify_and_update runs as one block of this size
 
 _cubins: dict[tuple[str, int, int], bytes] = {}
 _lock = threading.Lock()

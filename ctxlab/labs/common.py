@@ -4,10 +4,13 @@ scenarios, and the LabResult at the end."""
 from __future__ import annotations
 
 import datetime
+import os
 import time
-from typing import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, NamedTuple, Sequence
 
 from ctxlab.claims import Claim, judge
+from ctxlab.harness.gpu_lock import GPU
 from ctxlab.harness.isolate import IsolatedFailure, run_isolated
 from ctxlab.harness.recorder import Recorder
 from ctxlab.record import LabResult, Observation
@@ -25,6 +28,20 @@ def cuda_recorder(scenario: str | None = None) -> Recorder:
     return Recorder(context_probe=probe, scenario=scenario, tracer=start_for_child(), summarize=summarize)
 
 
+class Scenario(NamedTuple):
+    """One isolated scenario of a lab: ``module:function`` called with ``args`` in a child."""
+
+    name: str
+    target: str
+    args: tuple = ()
+    kwargs: dict = {}
+    timeout: float = 120.0
+    env: dict | None = None
+    fresh: bool = False  # a new interpreter with nothing imported (else the preloaded forkserver)
+    exclusive: bool = False  # needs the GPU alone (device-wide memory readings, timings)
+    on_progress: Callable | None = None
+
+
 class LabRun:
     """Collects a lab's observations, figures and child-process errors, then judges."""
 
@@ -38,28 +55,33 @@ class LabRun:
         self.metrics: dict = {}
         self.errors: list[dict] = []
 
-    def in_child(self, scenario: str, target: str, *args, timeout: float = 120.0, env: dict | None = None,
-                 on_progress=None, fresh: bool = False, **kwargs) -> dict | None:
-        """Run one scenario in its own process; its observations join this run.
+    def run_all(self, scenarios: Sequence[Scenario]) -> None:
+        """Run the scenarios side by side, each in its own process (exclusive ones alone);
+        their observations join this run in the order given."""
+        jobs = max(1, int(self.options.get("jobs") or os.cpu_count() or 1))
+        with ThreadPoolExecutor(max_workers=min(jobs, len(scenarios) or 1)) as pool:
+            outputs = list(pool.map(self._one, scenarios))
+        for scenario, out in zip(scenarios, outputs):
+            if isinstance(out, dict):
+                self.observations.extend(out.get("observations", ()))
+                self.metrics.update(out.get("metrics", {}))
+            else:
+                self.errors.append({"scenario": scenario.name, **out.to_dict()})
 
-        A crash, hang or exception there is recorded as an error of the
-        scenario, with the child's output tail, and the lab goes on.
-        """
-        self.progress(f"{self.lab}: {scenario} ...")
-        t = time.perf_counter()
+    def _one(self, sc: Scenario):
+        """A crash, hang or exception in the child becomes an error of the scenario; the lab goes on."""
         cap = self.options.get("scenario_timeout")  # ctxlab check --timeout
-        timeout = min(timeout, cap) if cap else timeout
-        try:
-            env = {**(env or {}), **({"CTXLAB_TRACE": "1"} if self.options.get("trace") else {})}
-            out = run_isolated(target, *args, timeout=timeout, env=env, on_progress=on_progress, fresh=fresh,
-                               **kwargs)
-        except IsolatedFailure as failure:
-            self.errors.append({"scenario": scenario, **failure.to_dict()})
-            self.progress(f"{self.lab}: {scenario} {failure.kind}: {failure.message}")
-            return None
-        self.observations.extend(out.get("observations", ()))
-        self.metrics.update(out.get("metrics", {}))
-        self.progress(f"{self.lab}: {scenario} done in {time.perf_counter() - t:.2f} s")
+        timeout = min(sc.timeout, cap) if cap else sc.timeout
+        env = {**(sc.env or {}), **({"CTXLAB_TRACE": "1"} if self.options.get("trace") else {})}
+        with GPU.hold(sc.exclusive):
+            t = time.perf_counter()
+            try:
+                out = run_isolated(sc.target, *sc.args, timeout=timeout, env=env, on_progress=sc.on_progress,
+                                   fresh=sc.fresh, **sc.kwargs)
+            except IsolatedFailure as failure:
+                self.progress(f"{self.lab}: {sc.name} {failure.kind}: {failure.message}")
+                return failure
+        self.progress(f"{self.lab}: {sc.name} done in {time.perf_counter() - t:.2f} s")
         return out
 
     def finish(self, environment: dict, claims: Sequence[Claim]) -> LabResult:

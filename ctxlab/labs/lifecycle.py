@@ -209,7 +209,6 @@ def first_context(device: int) -> dict:
     """Sequence 1, in a new interpreter: import cupy, cuInit, device count and properties, cudaSetDevice,
     cudaMalloc, first kernel."""
     from ctxlab.cuda.environment import init_driver
-    from ctxlab.labs.common import scenario_output
     from ctxlab.trace import start_for_child
 
     tracer = start_for_child()  # before the import, so the import is watched too
@@ -379,11 +378,11 @@ SEQUENCES = (
 
 
 def run(options: dict, progress=None):
-    from ctxlab.labs.common import LabRun, capture_environment
+    from ctxlab.labs.common import LabRun, Scenario, capture_environment
 
     device = options["device"]
     lab = LabRun(NAME, options, progress)
     environment = capture_environment(device)
-    for scenario, func, fresh in SEQUENCES:
-        lab.in_child(scenario, f"ctxlab.labs.lifecycle:{func}", device, timeout=120, fresh=fresh)
+    lab.run_all([Scenario(name, f"ctxlab.labs.lifecycle:{func}", (device,), fresh=fresh)
+                 for name, func, fresh in SEQUENCES])
     return lab.finish(environment, CLAIMS)

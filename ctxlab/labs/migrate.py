@@ -17,7 +17,6 @@ import time
 from ctxlab.claims import Claim, MissingObservation, documented, one, select
 
 NAME = "migrate"
-EXCLUSIVE = True  # its handoff rates need the GPU to itself
 KINDS = ("primary", "created")
 ARRAY_LEN = 1 << 13  # 64 KiB: one block reduces it in a few microseconds
 GLOBAL_START = 1000
@@ -227,14 +226,14 @@ def _keep_current(rec, step: str, ctx: int, after: str) -> None:
 def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, bare: bool = True) -> dict:
     """The relay, in a child process: every handoff verified; then bare handoffs for the rate.
 
-    The array is allocated with CuPy and filled from the host; each handoff reads
-    it and the global with the probe's ``verify`` kernel and changes both with its
-    ``update`` kernel, on a CuPy stream. Kernels of our own, launched through the
-    driver into the current context, keep CuPy's per-device kernel cache out of
-    the measurement (the cupy-caches scenario shows what that cache does).
+    The array is allocated with CuPy and filled from the host. Each handoff reads
+    it and the global and changes both with one launch of the probe's
+    ``verify_and_update`` kernel on a CuPy stream, which writes what it read into
+    mapped host memory. Kernels of our own, launched through the driver into the
+    current context, keep CuPy's per-device kernel cache out of the relay (the
+    cupy-caches scenario shows what that cache does).
     """
     import ctypes
-    import struct
 
     import cupy
     import numpy
@@ -261,7 +260,9 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
         _keep_current(rec, "setup", ctx, "cupy.empty")
         drv.copy_to_device(a.data.ptr, initial.tobytes())
         s["a"], s["sum"] = a, int(initial.sum())
-        s["out"] = _driver_alloc(rec, "setup")  # the verify kernel's output, and a driver allocation to follow
+        s["dptr"] = _driver_alloc(rec, "setup")  # a driver allocation, followed like the CuPy one
+        s["out"] = drv.host_alloc_mapped(16)  # what the kernel read, written straight to the host
+        s["seen"] = (ctypes.c_longlong * 2).from_address(s["out"])
         probe = ProbeModule.load()
         probe.write_global(GLOBAL_START)
         s["probe"], s["global"] = probe, GLOBAL_START
@@ -269,10 +270,10 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
         _keep_current(rec, "setup", ctx, "cupy.cuda.Stream")
         s["stream"], s["cu_stream"] = stream, driver.CUstream(stream.ptr)
         s["stream_ctx"] = drv.stream_context(stream.ptr)
-        s["verify"] = probe.packed("verify", [(a.data.ptr, ctypes.c_void_p), (ARRAY_LEN, ctypes.c_longlong),
-                                              (s["out"], ctypes.c_void_p)], 1, VERIFY_THREADS)
-        s["update"] = probe.packed("update", [(a.data.ptr, ctypes.c_void_p), (ARRAY_LEN, ctypes.c_longlong),
-                                              (GLOBAL_STEP, ctypes.c_longlong)], (ARRAY_LEN + 255) // 256, 256)
+        s["handoff"] = probe.packed("verify_and_update",
+                                    [(a.data.ptr, ctypes.c_void_p), (ARRAY_LEN, ctypes.c_longlong),
+                                     (GLOBAL_STEP, ctypes.c_longlong), (s["out"], ctypes.c_void_p)],
+                                    1, VERIFY_THREADS)
         rec.add("setup", "global", {"address": probe.global_address, "value": probe.read_global()})
         rec.add("setup", "stream context", {"stream": stream.ptr, "context": s["stream_ctx"]})
         popped = drv.pop()
@@ -291,9 +292,7 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
             return False
         return True
 
-    host = bytearray(16)
     module_get_global = driver.cuModuleGetGlobal
-    copy_async = driver.cuMemcpyDtoHAsync
     sync = driver.cuStreamSynchronize
 
     def make_step(r):
@@ -304,16 +303,14 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
             cur = drv.current()
             ok &= check("current context", (cur.handle, cur.id), (s["ctx"], s["ctx_id"]), r)
             ok &= check("array pointer context", drv.pointer_context(s["a"].data.ptr), s["ctx"], r)
-            ok &= check("driver pointer context", drv.pointer_context(s["out"]), s["ctx"], r)
+            ok &= check("driver pointer context", drv.pointer_context(s["dptr"]), s["ctx"], r)
             address = int(ok_or_raise(module_get_global(s["probe"].module, b"probe_global"), "cuModuleGetGlobal")[0])
             ok &= check("global address", address, s["probe"].global_address, r)
-            ok &= check("stream context", drv.stream_context(s["stream"].ptr), s["stream_ctx"], r)
             stream = s["cu_stream"]
-            s["verify"](stream)
-            ok_or_raise(copy_async(host, s["out"], 16, stream), "cuMemcpyDtoHAsync")
-            s["update"](stream)
+            ok &= check("stream context", drv.stream_context(stream), s["stream_ctx"], r)
+            s["handoff"](stream)
             ok_or_raise(sync(stream), "cuStreamSynchronize")
-            total, value = struct.unpack("<qq", host)
+            total, value = s["seen"]
             ok &= check("array sum left by the previous thread", total, s["sum"], r)
             ok &= check("global left by the previous thread", value, s["global"], r)
             s["sum"] += ARRAY_LEN
@@ -549,7 +546,7 @@ def cupy_caches(device: int) -> dict:
     return scenario_output(rec)
 
 
-def cupy_kernel_reverse(device: int, scenario: str = "cupy-kernel-reverse") -> dict:
+def cupy_kernel_reverse(device: int, label: str = "cupy-kernel-reverse") -> dict:
     """A CuPy kernel first compiled and loaded under the primary context, then used under a created one."""
     import cupy
 
@@ -557,7 +554,7 @@ def cupy_kernel_reverse(device: int, scenario: str = "cupy-kernel-reverse") -> d
     from ctxlab.cuda.errors import from_exception
     from ctxlab.labs.common import cuda_recorder, scenario_output
 
-    rec = cuda_recorder(scenario=scenario)
+    rec = cuda_recorder(scenario=label)
     cupy.cuda.runtime.setDevice(device)
     a = cupy.arange(64, dtype=cupy.float64)
     first = f"ok ({float(cupy.sqrt(a * 3.5 + 1.25).sum()):.3f})"
@@ -613,7 +610,7 @@ def cross_context(device: int) -> dict:
 # ---------------------------------------------------------------- the lab
 
 def run(options: dict, progress=None, on_handoff_progress=None):
-    from ctxlab.labs.common import LabRun, capture_environment
+    from ctxlab.labs.common import LabRun, Scenario, capture_environment
 
     device, threads, rounds = options["device"], options["threads"], options["rounds"]
     kinds = KINDS if options["context"] == "both" else (options["context"],)
@@ -622,12 +619,16 @@ def run(options: dict, progress=None, on_handoff_progress=None):
     here = "ctxlab.labs.migrate"
     # Budget: a generous floor plus what the slowest plausible rate would need.
     relay_timeout = 120 + threads * rounds * 0.002
+    scenarios = []
     for kind in kinds:
-        lab.in_child(f"handoff-{kind}", f"{here}:handoff", device, kind, threads, rounds, options["timeout"],
-                     timeout=relay_timeout, on_progress=on_handoff_progress)
-        lab.in_child(f"concurrent-{kind}", f"{here}:concurrent", device, kind)
-        lab.in_child(f"unbound-{kind}", f"{here}:unbound", device, kind)
-    lab.in_child("cupy-caches", f"{here}:cupy_caches", device)
-    lab.in_child("cupy-kernel-reverse", f"{here}:cupy_kernel_reverse", device)
-    lab.in_child("cross-context", f"{here}:cross_context", device)
+        scenarios += [
+            Scenario(f"handoff-{kind}", f"{here}:handoff", (device, kind, threads, rounds, options["timeout"]),
+                     timeout=relay_timeout, exclusive=True, on_progress=on_handoff_progress),  # it measures rates
+            Scenario(f"concurrent-{kind}", f"{here}:concurrent", (device, kind)),
+            Scenario(f"unbound-{kind}", f"{here}:unbound", (device, kind)),
+        ]
+    scenarios += [Scenario("cupy-caches", f"{here}:cupy_caches", (device,)),
+                  Scenario("cupy-kernel-reverse", f"{here}:cupy_kernel_reverse", (device,)),
+                  Scenario("cross-context", f"{here}:cross_context", (device,))]
+    lab.run_all(scenarios)
     return lab.finish(environment, CLAIMS)

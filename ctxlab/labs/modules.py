@@ -12,7 +12,6 @@ from __future__ import annotations
 from ctxlab.claims import Claim, MissingObservation, documented, one, select
 
 NAME = "modules"
-EXCLUSIVE = True  # device memory in use witnesses module loads: no other lab may allocate meanwhile
 BIG_MIB = 256
 
 LAZY = ("CUDA Programming Guide, Lazy Loading: with CUDA_MODULE_LOADING=LAZY (default since 12.2) a module is "
@@ -341,24 +340,27 @@ def nvcc(device: int) -> dict:
     return {"observations": rec.observations}
 
 
+# (name, function, arguments, environment, exclusive: device memory in use is one of its witnesses)
 SCENARIOS = (
-    ("module-EAGER", "module_loading", ("EAGER",), {"CUDA_MODULE_LOADING": "EAGER"}),
-    ("module-LAZY", "module_loading", ("LAZY",), {"CUDA_MODULE_LOADING": "LAZY"}),
-    ("module-unset", "module_loading", (None,), {"CUDA_MODULE_LOADING": None}),
-    ("two-contexts", "two_contexts", (), {}),
-    ("library-EAGER", "library", ("EAGER",), {"CUDA_MODULE_LOADING": "EAGER"}),
-    ("library-LAZY", "library", ("LAZY",), {"CUDA_MODULE_LOADING": "LAZY"}),
-    ("nvcc", "nvcc", (), {}),
+    ("module-EAGER", "module_loading", ("EAGER",), {"CUDA_MODULE_LOADING": "EAGER"}, True),
+    ("module-LAZY", "module_loading", ("LAZY",), {"CUDA_MODULE_LOADING": "LAZY"}, True),
+    ("module-unset", "module_loading", (None,), {"CUDA_MODULE_LOADING": None}, True),
+    ("two-contexts", "two_contexts", (), {}, False),
+    ("library-EAGER", "library", ("EAGER",), {"CUDA_MODULE_LOADING": "EAGER"}, True),
+    ("library-LAZY", "library", ("LAZY",), {"CUDA_MODULE_LOADING": "LAZY"}, True),
+    ("nvcc", "nvcc", (), {}, False),
 )
 
 
 def run(options: dict, progress=None):
-    from ctxlab.labs.common import LabRun, capture_environment
+    from ctxlab.labs.common import LabRun, Scenario, capture_environment
 
     device = options["device"]
     lab = LabRun(NAME, options, progress)
     environment = capture_environment(device)
-    for scenario, func, extra, env in SCENARIOS:
-        lab.in_child(scenario, f"ctxlab.labs.modules:{func}", device, *extra, timeout=300, env=env)
-    lab.in_child("cupy-cache", "ctxlab.labs.migrate:cupy_kernel_reverse", device, scenario="cupy-cache")
+    scenarios = [Scenario(name, f"ctxlab.labs.modules:{func}", (device, *extra), timeout=300, env=env,
+                          exclusive=exclusive) for name, func, extra, env, exclusive in SCENARIOS]
+    scenarios.append(Scenario("cupy-cache", "ctxlab.labs.migrate:cupy_kernel_reverse", (device,),
+                              kwargs={"label": "cupy-cache"}))
+    lab.run_all(scenarios)
     return lab.finish(environment, CLAIMS)

@@ -509,11 +509,10 @@ SCENARIOS = tuple((name, "runtime_reference", (name, calls)) for name, calls in 
 
 
 def run(options: dict, progress=None):
-    from ctxlab.labs.common import LabRun, capture_environment
+    from ctxlab.labs.common import LabRun, Scenario, capture_environment
 
     device = options["device"]
     lab = LabRun(NAME, options, progress)
     environment = capture_environment(device)
-    for scenario, func, extra in SCENARIOS:
-        lab.in_child(scenario, f"ctxlab.labs.refcount:{func}", device, *extra, timeout=120)
+    lab.run_all([Scenario(name, f"ctxlab.labs.refcount:{func}", (device, *extra)) for name, func, extra in SCENARIOS])
     return lab.finish(environment, CLAIMS)

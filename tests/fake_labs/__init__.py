@@ -10,13 +10,13 @@ def _lab(name, target, verdict="holds"):
     claim = Claim(f"{name}.claim", "A statement.", "a source", lambda obs: (verdict, f"{len(obs)} observations"))
 
     def run(options, progress=None):
-        from ctxlab.labs.common import LabRun
+        from ctxlab.labs.common import LabRun, Scenario
 
         lab = LabRun(name, options, progress)
-        lab.in_child("only", target, timeout=options.get("scenario_timeout") or 60)
+        lab.run_all([Scenario("only", target, timeout=60)])
         return lab.finish({"device": options["device"], "gpu": "fake"}, (claim,))
 
-    return SimpleNamespace(NAME=name, CLAIMS=(claim,), run=run, EXCLUSIVE=False)
+    return SimpleNamespace(NAME=name, CLAIMS=(claim,), run=run)
 
 
 OK = _lab("ok", "tests.fake_labs.targets:observe")

@@ -1,0 +1,55 @@
+"""Scenarios share the GPU unless their figures need it alone.
+
+Isolated scenarios run side by side (each in its own process, so contexts never
+mix); a scenario whose measurement reads device-wide state (memory in use) or
+times itself takes the GPU exclusively: it waits for the running ones and holds
+new ones back until it ends. One lock per ctxlab process, shared by every lab
+that ``ctxlab check`` runs.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+
+
+class SharedExclusiveLock:
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._waiting = 0  # exclusive requests queued: they go first
+
+    @contextmanager
+    def shared(self):
+        with self._cond:
+            while self._exclusive or self._waiting:
+                self._cond.wait()
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._shared -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self):
+        with self._cond:
+            self._waiting += 1
+            while self._exclusive or self._shared:
+                self._cond.wait()
+            self._waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+    def hold(self, exclusive: bool):
+        return self.exclusive() if exclusive else self.shared()
+
+
+GPU = SharedExclusiveLock()
