@@ -1,5 +1,6 @@
 """Where a verified handoff's time goes: each operation of ``migrate``'s
-handoff step timed alone in one thread, and a bare thread-to-thread handoff.
+handoff step timed alone in one thread, a bare thread-to-thread handoff, and
+the relay itself with 2, 8 and 32 threads.
 
     python benchmarks/handoff_breakdown.py [--iterations N] [--json FILE]
 
@@ -83,10 +84,20 @@ def main() -> None:
         "verify_and_update + stream sync": timed(lambda: (handoff(cu_stream), driver.cuStreamSynchronize(cu_stream)), n),
         "thread handoff (SimpleQueue)": ping_pong(n * 5),
     }
-    report = {"environment": capture(0), "iterations": n, "microseconds": results}
+    # The relay itself as migrate runs it, by number of threads: verified and bare handoffs per second.
+    from ctxlab.labs.migrate import handoff
+
+    relay = {}
+    for threads in (2, 8, 32):
+        metrics = handoff(0, "primary", threads, max(1, 16000 // threads), 30.0)["metrics"]
+        relay[threads] = {"verified_per_s": metrics["primary: verified handoffs/s"],
+                          "bare_per_s": metrics["primary: bare handoffs/s"]}
+    report = {"environment": capture(0), "iterations": n, "microseconds": results, "relay_by_threads": relay}
     width = max(map(len, results))
     for name, us in results.items():
         print(f"{name:<{width}}  {us:8.2f} us")
+    for threads, rates in relay.items():
+        print(f"relay, {threads:>2} threads: {rates['verified_per_s']:8.0f} verified/s  {rates['bare_per_s']:8.0f} bare/s")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(report, handle, indent=2)

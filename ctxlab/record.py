@@ -86,6 +86,7 @@ class LabResult:
     errors: tuple[dict, ...] = ()  # scenarios that crashed or timed out in their child process
     metrics: dict = field(default_factory=dict)
     trace: tuple = ()
+    timings: dict = field(default_factory=dict)  # seconds per scenario (each a child process)
 
     @property
     def failed(self) -> bool:
@@ -102,6 +103,8 @@ class LabResult:
             out["metrics"] = self.metrics
         if self.trace:
             out["trace"] = list(self.trace)
+        if self.timings:
+            out["timings"] = self.timings
         return out
 
     @classmethod
@@ -111,7 +114,7 @@ class LabResult:
                    observations=tuple(Observation.from_dict(o) for o in data["observations"]),
                    claims=tuple(ClaimResult.from_dict(c) for c in data["claims"]),
                    errors=tuple(data.get("errors", ())), metrics=dict(data.get("metrics", {})),
-                   trace=tuple(data.get("trace", ())))
+                   trace=tuple(data.get("trace", ())), timings=dict(data.get("timings", {})))
 
 
 def dumps(runs: list[LabResult], as_list: bool = False) -> str:

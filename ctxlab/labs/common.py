@@ -54,6 +54,7 @@ class LabRun:
         self.observations: list[Observation] = []
         self.metrics: dict = {}
         self.errors: list[dict] = []
+        self.scenario_seconds: dict[str, float] = {}  # each child's wall time, for the check timings
 
     def run_all(self, scenarios: Sequence[Scenario]) -> None:
         """Run the scenarios side by side, each in its own process (exclusive ones alone);
@@ -61,7 +62,8 @@ class LabRun:
         jobs = max(1, int(self.options.get("jobs") or os.cpu_count() or 1))
         with ThreadPoolExecutor(max_workers=min(jobs, len(scenarios) or 1)) as pool:
             outputs = list(pool.map(self._one, scenarios))
-        for scenario, out in zip(scenarios, outputs):
+        for scenario, (out, seconds) in zip(scenarios, outputs):
+            self.scenario_seconds[scenario.name] = round(seconds, 3)
             if isinstance(out, dict):
                 self.observations.extend(out.get("observations", ()))
                 self.metrics.update(out.get("metrics", {}))
@@ -80,15 +82,17 @@ class LabRun:
                                    fresh=sc.fresh, **sc.kwargs)
             except IsolatedFailure as failure:
                 self.progress(f"{self.lab}: {sc.name} {failure.kind}: {failure.message}")
-                return failure
-        self.progress(f"{self.lab}: {sc.name} done in {time.perf_counter() - t:.2f} s")
-        return out
+                return failure, time.perf_counter() - t
+        seconds = time.perf_counter() - t
+        self.progress(f"{self.lab}: {sc.name} done in {seconds:.2f} s")
+        return out, seconds
 
     def finish(self, environment: dict, claims: Sequence[Claim]) -> LabResult:
         return LabResult(lab=self.lab, started=self.started, seconds=time.perf_counter() - self.t0,
                          environment=environment, options=self.options,
                          observations=tuple(self.observations), claims=judge(claims, self.observations),
-                         errors=tuple(self.errors), metrics=self.metrics)
+                         errors=tuple(self.errors), metrics=self.metrics,
+                         timings=dict(self.scenario_seconds))
 
 
 def scenario_output(recorder: Recorder, metrics: dict | None = None) -> dict:

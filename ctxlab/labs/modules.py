@@ -14,11 +14,15 @@ from ctxlab.claims import Claim, MissingObservation, documented, one, select
 NAME = "modules"
 BIG_MIB = 256
 
-LAZY = ("CUDA Programming Guide, Lazy Loading: with CUDA_MODULE_LOADING=LAZY (default since 12.2) a module is "
-        "loaded at the first use of one of its kernels, with EAGER when it is loaded or the context initialised "
-        "(https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#lazy-loading)")
-LIBRARY = ("CUDA Driver API, Library Management: cuLibraryLoadData loads context-independently; "
-           "cuKernelGetFunction/cuLibraryGetGlobal give the per-context function and global "
+LAZY = ("CUDA Programming Guide, Lazy Loading: with CUDA_MODULE_LOADING=LAZY (default on Linux since 12.2) "
+        "'loading a module (cuModuleLoad*()) will not be loading kernels immediately, instead it will delay loading "
+        "of a kernel until cuModuleGetFunction()'; the runtime loads each module at the first use of one of its kernels "
+        "or variables (https://docs.nvidia.com/cuda/cuda-programming-guide/04-special-topics/lazy-loading.html)")
+MODULE_LOAD = ("CUDA Driver API, cuModuleLoad: 'The CUDA driver API does not attempt to lazily allocate the resources "
+               "needed by a module' (https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html)")
+LIBRARY = ("CUDA Driver API, Library Management: cuLibraryLoadData loads context-independently: eagerly into every "
+           "context at the call and into contexts created later, or, with lazy loading, into a context when it first "
+           "uses the library; cuKernelGetFunction/cuLibraryGetGlobal give the per-context function and global "
            "(https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html)")
 PER_CONTEXT = ("CUDA Driver API, Module Management: a module is loaded into the current context; its functions "
                "and globals belong to that context (https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html)")
@@ -51,16 +55,37 @@ def _loaded_at(obs, scenario):
             "mode": one(obs, "loading mode", scenario).value}
 
 
-def judge_lazy(obs):
+def judge_module_load(obs):
     eager, lazy = _loaded_at(obs, "module-EAGER"), _loaded_at(obs, "module-LAZY")
-    lazy_at = lazy["memory"] or lazy["event"]
-    eager_at = eager["memory"] or eager["event"]
-    first_use = ("cuModuleGetFunction", "first launch")
-    return documented(lazy_at in first_use and eager_at == "cuModuleLoadData",
-                      f"EAGER ({eager['mode']}): loaded at {eager_at}; LAZY ({lazy['mode']}): loaded at {lazy_at} "
-                      f"(memory witness: EAGER {eager['memory']}, LAZY {lazy['memory']}; MODULE_LOADED event: "
-                      f"EAGER {eager['event']}, LAZY {lazy['event']})",
-                      f"EAGER loaded at {eager_at}, LAZY at {lazy_at}: not deferred to first use")
+    at = {mode: v["memory"] or v["event"] for mode, v in (("EAGER", eager), ("LAZY", lazy))}
+    return documented(at["EAGER"] == at["LAZY"] == "cuModuleLoadData",
+                      f"cuModuleLoadData loaded the module and allocated its {BIG_MIB} MiB global at once under "
+                      f"EAGER and LAZY alike (MODULE_LOADED and memory both at {at['LAZY']}); lazy loading defers "
+                      f"only the kernel code, which neither witness sees",
+                      f"module resources appeared at EAGER {at['EAGER']}, LAZY {at['LAZY']}, not at cuModuleLoadData")
+
+
+def _library_loads(obs, mode):
+    """Steps at which the library appeared in a context (MODULE_LOADED or its global's memory)."""
+    return [o.value["step"] for o in select(obs, "load witness", f"library-{mode}")
+            if o.value["module_loaded_events"] or o.value["memory_grew_mib"] >= BIG_MIB * 0.9]
+
+
+def judge_library_lazy(obs):
+    loads = _library_loads(obs, "LAZY")
+    expected = ["cuKernelGetFunction", "cuKernelGetFunction in the second context"]
+    return documented(loads == expected,
+                      "under LAZY the library went into each context only when that context first used it: "
+                      + ", then ".join(loads),
+                      f"under LAZY the library appeared at: {loads or 'no step'}")
+
+
+def judge_library_eager(obs):
+    loads = _library_loads(obs, "EAGER")
+    expected = ["cuLibraryLoadData", "second context created"]
+    return documented(loads == expected,
+                      "under EAGER the library went into the current context at cuLibraryLoadData and into the "
+                      "second context when it was created", f"under EAGER the library appeared at: {loads or 'no step'}")
 
 
 def judge_default_mode(obs):
@@ -84,18 +109,6 @@ def judge_library(obs):
                       f"function and a global per context (globals {v['global_a']:#x}, {v['global_b']:#x}), values "
                       f"kept apart",
                       f"library state shared between contexts: {v}")
-
-
-def judge_library_loading(obs):
-    parts = []
-    for mode in ("EAGER", "LAZY"):
-        at = _loaded_at(obs, f"library-{mode}")
-        second = [o.value for o in select(obs, "load witness", f"library-{mode}")
-                  if o.value["step"] in ("second context created", "cuKernelGetFunction in the second context")
-                  and (o.value["module_loaded_events"] or o.value["memory_grew_mib"] >= BIG_MIB * 0.9)]
-        parts.append(f"{mode}: into the first context at {at['memory'] or at['event']}, into the second at "
-                     f"{second[0]['step'] if second else 'no step seen'}")
-    return "observed", "; ".join(parts)
 
 
 def judge_nvcc(obs):
@@ -127,9 +140,15 @@ def judge_cupy_cache(obs):
 
 
 CLAIMS = (
-    Claim("modules.lazy-loads-at-first-use",
-          "LAZY loading defers a module's load to the first use of its kernels; EAGER loads it at once.", LAZY,
-          judge_lazy),
+    Claim("modules.module-load-is-immediate",
+          "cuModuleLoadData loads the module and allocates its globals at once, lazy loading or not "
+          "(only kernels wait for cuModuleGetFunction).", MODULE_LOAD + "; " + LAZY, judge_module_load),
+    Claim("modules.library-lazy-at-first-use",
+          "Under lazy loading a library is loaded into a context at that context's first use of it.", LIBRARY,
+          judge_library_lazy),
+    Claim("modules.library-eager-everywhere",
+          "Under eager loading a library is loaded into the current context at cuLibraryLoadData and into "
+          "contexts created later at their creation.", LIBRARY, judge_library_eager),
     Claim("modules.default-loading-mode", "The loading mode when CUDA_MODULE_LOADING is unset.", NO_DOC,
           judge_default_mode),
     Claim("modules.per-context-instances",
@@ -137,9 +156,6 @@ CLAIMS = (
           judge_per_context),
     Claim("modules.library-per-context",
           "A library loaded once gives a function and a global per context that uses it.", LIBRARY, judge_library),
-    Claim("modules.library-loading-time",
-          "When a context-independent library is loaded into each context, under EAGER and LAZY.", NO_DOC,
-          judge_library_loading),
     Claim("modules.nvcc-registration-makes-no-context",
           "nvcc's registration stub runs at load time and creates no context.", NVCC, judge_nvcc),
     Claim("modules.nvcc-library-runtime",
