@@ -21,6 +21,7 @@ mkdir -p "$out/results"
 CTXLAB_RESULTS="$out/results" python3 -m pytest -ra --junitxml="$out/pytest.xml" "$@" 2>&1 | tee "$out/pytest.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 python3 benchmarks/handoff_breakdown.py --json "$out/results/handoff_breakdown.json" || status=1
+python3 benchmarks/trace_overhead.py --json "$out/results/trace_overhead.json" || status=1
 # One archive: the labs' results, the check reports and the benchmark figures.
 tar czf "$out/results.tar.gz" -C "$out" results && rm -rf "$out/results"
 exit $status

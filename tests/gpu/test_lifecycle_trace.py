@@ -48,3 +48,15 @@ def test_traced_program_exit_status_passes_through():
     done = subprocess.run([sys.executable, "-m", "ctxlab", "trace", "-c", "import sys; sys.exit(7)"],
                           capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 7
+
+
+def test_a_traced_lab_shows_the_driver_calls_under_its_steps(tmp_path):
+    out = os.path.join(KEEP, "migrate-traced.json") if KEEP else str(tmp_path / "m.json")
+    result = CliRunner().invoke(cli, ["migrate", "--trace", "--threads", "2", "--rounds", "2", "--context",
+                                      "created", "--format", "json", "--output", out], catch_exceptions=False)
+    (run,) = load_runs(out)
+    assert run.errors == () and result.exit_code == 0
+    made = next(o for o in run.observations if o.what == "context made" and o.scenario == "handoff-created")
+    assert any("cuCtxCreate" in e for e in made.events) and any("CONTEXT_CREATED" in e for e in made.events)
+    popped = next(o for o in run.observations if o.what == "popped" and o.scenario == "handoff-created")
+    assert any("cuCtxPopCurrent" in e for e in popped.events)
