@@ -5,12 +5,13 @@ import dataclasses
 import pytest
 
 from ctxlab.claims import judge
-from ctxlab.labs import migrate, refcount
+from ctxlab.labs import lifecycle, migrate, modules, refcount
 from ctxlab.record import parse_runs
-from tests.conftest import recorded
+from tests.conftest import RESULTS, recorded
 
-LABS = {"migrate": migrate, "refcount": refcount}
-FILES = ["migrate.json", "migrate-stress.json", "refcount.json"]
+LABS = {"migrate": migrate, "refcount": refcount, "lifecycle": lifecycle, "modules": modules}
+FILES = ["migrate.json", "migrate-stress.json", "migrate-traced.json", "refcount.json", "lifecycle.json",
+         "modules.json"]
 
 
 def load(name):
@@ -106,3 +107,59 @@ def test_thread_exit_present_would_hold_the_old_text():
     present = replace_value(run, "cudaThreadExit", in_cuda_bindings=True)
     assert verdict(refcount, present, "refcount.thread-exit").verdict == "holds"
     assert verdict(refcount, run.observations, "refcount.thread-exit").verdict == "changed"
+
+
+def test_check_baseline_holds_every_lab_and_no_failure():
+    runs = parse_runs(recorded("check.json"), "check.json")
+    assert {r.lab for r in runs} == set(LABS)
+    assert not any(r.failed for r in runs)
+    for run in runs:
+        again = judge(LABS[run.lab].CLAIMS, run.observations)
+        assert [c.verdict for c in again] == [c.verdict for c in run.claims]
+
+
+def test_lifecycle_set_device_creates_the_context_at_once():
+    run = load("lifecycle.json")
+    after = {o.value["call"]: o.value for o in run.observations if o.what == "after" and o.scenario == "first-context"}
+    assert not after["cudaGetDeviceProperties"]["primary_active"]
+    assert after["cudaSetDevice"]["primary_active"] and after["cudaSetDevice"]["current"]
+
+
+def test_lifecycle_flags_old_text_would_hold_if_the_driver_refused():
+    run = load("lifecycle.json")
+    refused = replace_value(run, "flags", set_flags_active="cudaErrorSetOnActiveProcess")
+    assert verdict(lifecycle, refused, "lifecycle.set-device-flags-active").verdict == "holds"
+    assert verdict(lifecycle, run.observations, "lifecycle.set-device-flags-active").verdict == "changed"
+
+
+def test_modules_lazy_library_claim_fails_if_loaded_eagerly():
+    run = load("modules.json")
+    eager_like = []
+    for o in run.observations:
+        if o.scenario == "library-LAZY" and o.what == "load witness":
+            loaded = o.value["step"] in ("cuLibraryLoadData", "second context created")
+            o = dataclasses.replace(o, value={**o.value, "module_loaded_events": int(loaded),
+                                              "memory_grew_mib": 258.0 if loaded else 0.0})
+        eager_like.append(o)
+    assert verdict(modules, run.observations, "modules.library-lazy-at-first-use").verdict == "holds"
+    assert verdict(modules, eager_like, "modules.library-lazy-at-first-use").verdict == "fails"
+
+
+def test_traced_lab_steps_carry_their_driver_calls():
+    run = load("migrate-traced.json")
+    made = next(o for o in run.observations if o.what == "context made" and o.scenario == "handoff-created")
+    assert any(e.startswith("cuCtxCreate") for e in made.events)
+    assert any("CONTEXT_CREATED" in e for e in made.events)
+
+
+def test_stub_parsing_on_the_stub_nvcc_wrote():
+    from ctxlab.stub import parse_stub
+
+    parsed = parse_stub((RESULTS / "nvcc_probe.cudafe1.stub.c").read_text())
+    assert parsed["kernels"] == [{"name": "tiny_kernel", "mangled": "_Z11tiny_kernelPi"}]
+    assert parsed["variables"] == ["tiny_global"]
+    assert parsed["expands_to"] == {"__cudaRegisterBinary": "__cudaRegisterFatBinary",
+                                    "__cudaRegisterEntry": "__cudaRegisterFunction",
+                                    "__cudaRegisterVariable": "__cudaRegisterVar"}
+    assert parsed["static_constructor"] and not parsed["creates_context"]
+    assert "__cudaLaunch" in parsed["launch_through"]

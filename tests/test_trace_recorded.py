@@ -1,0 +1,45 @@
+"""The tracer's nesting and filtering on a real trace recorded on an H200
+(`ctxlab trace --format json -- examples/first_context.py`)."""
+
+from ctxlab.trace import by_thread, calls, only_context, render_tree
+from tests.conftest import recorded
+
+
+def tree():
+    return only_context(calls(recorded("first_context.trace.json")["events"]))
+
+
+def names(items):
+    return [c["name"] for c in items]
+
+
+def test_cudaSetDevice_retains_the_primary_context_and_creates_it():
+    main = by_thread(tree())["MainThread"]
+    set_device = next(c for c in main if c["name"] == "cudaSetDevice")
+    children = names(set_device["children"])
+    assert "cuDevicePrimaryCtxRetain" in children and "CONTEXT_CREATED" in children
+    assert children.index("cuDevicePrimaryCtxRetain") < children.index("CONTEXT_CREATED")
+
+
+def test_the_worker_thread_binds_the_same_context_at_its_first_runtime_call():
+    threads = by_thread(tree())
+    created = next(c for c in threads["MainThread"] if c["name"] == "cudaSetDevice")["children"]
+    context = next(c["context"] for c in created if c["name"] == "CONTEXT_CREATED")
+    worker = threads["worker"]
+    first_bind = next(c for c in worker if c["name"] == "cudaMalloc")
+    binds = [c for c in first_bind["children"] if c["name"] == "cuCtxSetCurrent"]
+    assert binds and binds[0]["context"] == context
+    assert not any(c["name"] == "CONTEXT_CREATED" for c in worker)  # no new context on the worker
+
+
+def test_modules_are_loaded_on_the_worker_at_first_kernel_use():
+    worker = by_thread(tree())["worker"]
+    flat = [n for c in worker for n in [c["name"], *names(c.get("children", ()))]]
+    assert "MODULE_LOADED" in flat and "cuLibraryLoadData" in flat
+    assert "MODULE_LOADED" not in [c["name"] for c in by_thread(tree())["MainThread"]]
+
+
+def test_rendering_the_recorded_trace():
+    text = render_tree(tree())
+    assert text.startswith("thread MainThread\n")
+    assert "    [CONTEXT_CREATED]  ctx 0x" in text
