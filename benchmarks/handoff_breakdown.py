@@ -88,16 +88,18 @@ def main() -> None:
     from ctxlab.labs.migrate import handoff
 
     relay = {}
-    for threads in (2, 8, 32):
-        metrics = handoff(0, "primary", threads, max(1, 16000 // threads), 30.0)["metrics"]
-        relay[threads] = {"verified_per_s": metrics["primary: verified handoffs/s"],
-                          "bare_per_s": metrics["primary: bare handoffs/s"]}
+    for pin in (False, True):
+        for threads in (2, 8, 32):
+            metrics = handoff(0, "primary", threads, max(1, 16000 // threads), 30.0, pin=pin)["metrics"]
+            relay[f"{threads} threads{', pinned' if pin else ''}"] = {
+                "verified_per_s": metrics["primary: verified handoffs/s"],
+                "bare_per_s": metrics["primary: bare handoffs/s"]}
     report = {"environment": capture(0), "iterations": n, "microseconds": results, "relay_by_threads": relay}
     width = max(map(len, results))
     for name, us in results.items():
         print(f"{name:<{width}}  {us:8.2f} us")
     for threads, rates in relay.items():
-        print(f"relay, {threads:>2} threads: {rates['verified_per_s']:8.0f} verified/s  {rates['bare_per_s']:8.0f} bare/s")
+        print(f"relay, {threads:<19} {rates['verified_per_s']:8.0f} verified/s  {rates['bare_per_s']:8.0f} bare/s")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(report, handle, indent=2)

@@ -126,6 +126,13 @@ def judge_set_device_flags(obs):
                     f"flags became {v['flags_after_set_active']:#x} (were {v['flags_before_set_active']:#x})")
 
 
+def judge_set_flags_activates(obs):
+    v = one(obs, "flags", "flags").value
+    return "observed", (f"cudaSetDeviceFlags(BlockingSync) as the process's first call returned {v['set_flags_first']}; "
+                        f"primary context active before {v['active_before_first_set']}, after "
+                        f"{v['active_after_first_set']}, flags {v['flags_after_first_set']:#x}")
+
+
 def judge_primary_set_flags(obs):
     v = one(obs, "flags", "flags").value
     return old_text(v["primary_set_flags_active"] != "CUDA_SUCCESS",
@@ -169,6 +176,9 @@ CLAIMS = (
     Claim("lifecycle.set-device-flags-active",
           "cudaSetDeviceFlags fails with cudaErrorSetOnActiveProcess once the device is active (old text).",
           SET_FLAGS, judge_set_device_flags),
+    Claim("lifecycle.set-device-flags-first-call",
+          "What cudaSetDeviceFlags does as the first call, before any context exists.", NO_DOC,
+          judge_set_flags_activates),
     Claim("lifecycle.primary-set-flags-active",
           "cuDevicePrimaryCtxSetFlags fails on an active primary context (before CUDA 11.0).", PRIMARY_FLAGS,
           judge_primary_set_flags),
@@ -348,17 +358,20 @@ def flags(device: int) -> dict:
     s = Steps("flags", device)
     blocking = runtime.cudaDeviceScheduleBlockingSync
     spin = runtime.cudaDeviceScheduleSpin
-    status_inactive = runtime.cudaSetDeviceFlags(blocking)[0].name
-    inactive = s.after("cudaSetDeviceFlags(BlockingSync) before activation", status=status_inactive)
+    before = s.after("start")
+    status_first = runtime.cudaSetDeviceFlags(blocking)[0].name
+    first = s.after("cudaSetDeviceFlags(BlockingSync) as the first call", status=status_first)
     runtime.cudaSetDevice(device)
     runtime.cudaFree(0)
-    active = s.after("cudaFree(0): active")
+    active = s.after("cudaFree(0)")
     status_active = runtime.cudaSetDeviceFlags(spin)[0].name
     after_set = s.after("cudaSetDeviceFlags(ScheduleSpin) while active", status=status_active)
     yield_flag = 2  # CU_CTX_SCHED_YIELD
     primary_status = drv.outcome(drv.primary_set_flags, device, yield_flag)["status"]
     after_primary = s.after("cuDevicePrimaryCtxSetFlags(SCHED_YIELD) while active", status=primary_status)
-    s.rec.add("summary", "flags", {"set_flags_inactive": status_inactive, "flags_after_inactive_set": inactive["primary_flags"],
+    s.rec.add("summary", "flags", {"active_before_first_set": before["primary_active"], "set_flags_first": status_first,
+                                   "active_after_first_set": first["primary_active"],
+                                   "flags_after_first_set": first["primary_flags"],
                                    "flags_before_set_active": active["primary_flags"], "set_flags_active": status_active,
                                    "flags_after_set_active": after_set["primary_flags"],
                                    "primary_set_flags_active": primary_status,

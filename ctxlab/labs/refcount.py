@@ -106,8 +106,11 @@ def judge_attach_detach(obs):
 def judge_runtime_does_not_retain(obs):
     v = one(obs, "cuCtxDestroy after runtime use", "created").value
     return documented(v["destroy"] == "CUDA_SUCCESS" and not v["alive_after"],
-                      f"cuCtxDestroy succeeded after CuPy allocated and ran kernels in the context, and the context "
-                      f"was gone ({v['id_after']}): the runtime held no reference; next CuPy call: {v['next_cupy']}",
+                      f"cuCtxDestroy succeeded after CuPy allocated in the context (allocation there: "
+                      f"{v.get('allocation_in_created')}) and the context was gone ({v['id_after']}): the runtime held "
+                      f"no reference; next CuPy call: {v['next_cupy']}"
+                      + ("" if v.get("cupy_left_created_current", True) else
+                         "; CuPy's first kernel had meanwhile made the primary context current on the thread"),
                       f"the runtime kept the context alive: {v}")
 
 
@@ -412,11 +415,15 @@ def created(device: int) -> dict:
     x = cupy.arange(KNOWN, dtype=cupy.int64)
     total = int((x * 2).sum())
     t.pointer = x.data.ptr
-    t.state(f"CuPy allocated and ran kernels in the created context (sum {total})")
+    in_created = drv.pointer_context(x.data.ptr) == ctx2
+    used = t.state(f"CuPy allocated and ran kernels in the created context (sum {total})")
+    if used["current"] != ctx2:
+        drv.set_current(ctx2)  # CuPy's first kernel bound the primary context (see migrate): put ctx2 back
     destroy = drv.outcome(drv.destroy_context, ctx2)["status"]
     after = t.state(f"cuCtxDestroy: {destroy}")
     t.rec.add("destroy", "cuCtxDestroy after runtime use",
-              {"destroy": destroy, "alive_after": alive(ctx2),
+              {"destroy": destroy, "alive_after": alive(ctx2), "allocation_in_created": in_created,
+               "cupy_left_created_current": used["current"] == ctx2,
                "id_after": drv.outcome(drv.context_id, ctx2)["status"], "pointer_after": after.get("pointer_status"),
                "next_cupy": _cupy_outcome(lambda: int((cupy.arange(10) + 1).sum()))})
     t.pointer = None
