@@ -88,12 +88,10 @@ def main() -> None:
     from ctxlab.labs.migrate import handoff
 
     relay = {}
-    for pin in (False, True):
-        for threads in (2, 8, 32):
-            metrics = handoff(0, "primary", threads, max(1, 16000 // threads), 30.0, pin=pin)["metrics"]
-            relay[f"{threads} threads{', pinned' if pin else ''}"] = {
-                "verified_per_s": metrics["primary: verified handoffs/s"],
-                "bare_per_s": metrics["primary: bare handoffs/s"]}
+    for threads in (2, 8, 32):
+        metrics = handoff(0, "primary", threads, max(1, 16000 // threads), 30.0)["metrics"]
+        relay[f"{threads} threads"] = {"verified_per_s": metrics["primary: verified handoffs/s"],
+                                       "bare_per_s": metrics["primary: bare handoffs/s"]}
     report = {"environment": capture(0), "iterations": n, "microseconds": results, "relay_by_threads": relay}
     width = max(map(len, results))
     for name, us in results.items():

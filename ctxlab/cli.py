@@ -226,12 +226,10 @@ def run_lab(module, options: dict, fmt: str, output: str | None, **kwargs) -> No
               show_default=True, help="Which context travels: the runtime's primary one, one from cuCtxCreate, or both.")
 @click.option("--timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
               help="Seconds a single handoff may take before the run stops, naming the thread and step.")
-@click.option("--pin-threads", is_flag=True,
-              help="Pin each worker thread to one CPU core (Linux) during the relay, to keep threads from migrating.")
 @trace_option
 @output_options
 @domain_errors
-def migrate(device, threads, rounds, context, timeout, pin_threads, trace, fmt, output):
+def migrate(device, threads, rounds, context, timeout, trace, fmt, output):
     """Hand a context between host threads; check that state moves with it.
 
     Thread 1 allocates with CuPy, writes a __device__ global and makes a
@@ -246,7 +244,7 @@ def migrate(device, threads, rounds, context, timeout, pin_threads, trace, fmt, 
     if threads * rounds > 10_000_000:
         raise CtxlabError(f"--threads x --rounds = {threads * rounds:,} handoffs is more than 10,000,000")
     options = {"device": device, "threads": threads, "rounds": rounds, "context": context, "timeout": timeout,
-               "pin_threads": pin_threads, "trace": trace}
+               "trace": trace}
     run_lab(lab, options, fmt, output, on_handoff_progress=HandoffProgress())
 
 

@@ -9,6 +9,7 @@ that ``ctxlab check`` runs.
 
 from __future__ import annotations
 
+import os
 import threading
 from contextlib import contextmanager
 
@@ -53,3 +54,6 @@ class SharedExclusiveLock:
 
 
 GPU = SharedExclusiveLock()
+
+# Child processes running at once, over every lab: more than the cores only makes each slower.
+SLOTS = threading.BoundedSemaphore(max(1, os.cpu_count() or 1))

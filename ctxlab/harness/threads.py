@@ -50,8 +50,7 @@ class StepFailed(RuntimeError):
 
 class Choreography:
     def __init__(self, threads: Sequence[str], timeout: float = 30.0,
-                 progress: Callable[[int, int], None] | None = None, progress_every: int = 256,
-                 on_start: Callable[[int, str], None] | None = None):
+                 progress: Callable[[int, int], None] | None = None, progress_every: int = 256):
         if not threads:
             raise ValueError("a choreography needs at least one thread")
         if len(set(threads)) != len(threads):
@@ -60,7 +59,6 @@ class Choreography:
         self.timeout = timeout
         self.progress = progress
         self.progress_every = max(1, progress_every)
-        self.on_start = on_start  # run on each worker thread as it starts (index, name): pinning, say
 
     def run(self, steps: Sequence[Step], baton: Any = None) -> Any:
         """Run every step in order on its thread; return the last step's baton."""
@@ -76,8 +74,6 @@ class Choreography:
 
         def worker(name: str) -> None:
             inbox = inboxes[name]
-            if self.on_start:
-                self.on_start(self.names.index(name), name)
             while True:
                 message = inbox.get()
                 if message is _STOP:

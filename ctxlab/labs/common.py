@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, NamedTuple, Sequence
 
 from ctxlab.claims import Claim, judge
-from ctxlab.harness.gpu_lock import GPU
+from ctxlab.harness.gpu_lock import GPU, SLOTS
 from ctxlab.harness.isolate import IsolatedFailure, run_isolated
 from ctxlab.harness.recorder import Recorder
 from ctxlab.record import LabResult, Observation
@@ -75,7 +75,7 @@ class LabRun:
         cap = self.options.get("scenario_timeout")  # ctxlab check --timeout
         timeout = min(sc.timeout, cap) if cap else sc.timeout
         env = {**(sc.env or {}), **({"CTXLAB_TRACE": "1"} if self.options.get("trace") else {})}
-        with GPU.hold(sc.exclusive):
+        with GPU.hold(sc.exclusive), SLOTS:
             t = time.perf_counter()
             try:
                 out = run_isolated(sc.target, *sc.args, timeout=timeout, env=env, on_progress=sc.on_progress,

@@ -223,16 +223,7 @@ def _keep_current(rec, step: str, ctx: int, after: str) -> None:
         drv.set_current(ctx)
 
 
-def pin_to_core(index: int, name: str) -> None:
-    """Keep worker ``index`` on one CPU core (Linux), so the relay does not migrate threads between cores."""
-    import os
-
-    cores = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cores[index % len(cores)]})  # pid 0: the calling thread
-
-
-def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, bare: bool = True,
-            pin: bool = False) -> dict:
+def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, bare: bool = True) -> dict:
     """The relay, in a child process: every handoff verified; then bare handoffs for the rate.
 
     The array is allocated with CuPy and filled from the host. Each handoff reads
@@ -354,9 +345,7 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
         return ctx
 
     steps.append(Step(names[-1], "finish", finish))
-    on_start = pin_to_core if pin else None
-    choreo = Choreography(names, timeout=timeout, progress=report_progress, progress_every=max(64, total // 50),
-                          on_start=on_start)
+    choreo = Choreography(names, timeout=timeout, progress=report_progress, progress_every=max(64, total // 50))
     ctx = choreo.run(steps)
     rec.add("summary", "handoffs verified",
             {"verified": s["verified"], "handoffs": total, "mismatches": s["mismatches"],
@@ -370,7 +359,7 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
 
         bare_steps = relay_steps(names, rounds, "bare handoff", bare_step)
         t0 = time.perf_counter()
-        Choreography(names, timeout=timeout, on_start=on_start).run(bare_steps, ctx)
+        Choreography(names, timeout=timeout).run(bare_steps, ctx)
         metrics[f"{kind}: bare handoffs/s"] = len(bare_steps) / (time.perf_counter() - t0)
     return scenario_output(rec, metrics)
 
@@ -634,8 +623,7 @@ def run(options: dict, progress=None, on_handoff_progress=None):
     for kind in kinds:
         scenarios += [
             Scenario(f"handoff-{kind}", f"{here}:handoff", (device, kind, threads, rounds, options["timeout"]),
-                     kwargs={"pin": bool(options.get("pin_threads"))}, timeout=relay_timeout, exclusive=True,
-                     on_progress=on_handoff_progress),  # it measures rates
+                     timeout=relay_timeout, exclusive=True, on_progress=on_handoff_progress),  # it measures rates
             Scenario(f"concurrent-{kind}", f"{here}:concurrent", (device, kind)),
             Scenario(f"unbound-{kind}", f"{here}:unbound", (device, kind)),
         ]
