@@ -45,3 +45,15 @@ def test_markdown_has_claims_and_timeline():
     text = render([mixed()], "markdown")
     assert "| **fails** | lab.fails: statement fails | evidence for fails | src |" in text
     assert "| s | 0 | worker-1 | setup | 1 (0x2a) | context made |" in text
+
+
+def test_a_labs_step_table_shows_its_fields_as_columns():
+    from ctxlab.record import parse_runs
+    from tests.conftest import recorded
+
+    runs = parse_runs(recorded("refcount.json"))
+    table = render(runs, "table", width=200)
+    assert "refcount: state" in table and "lab retains" in table and "pointer status" in table
+    assert "refcount: timeline" in table  # what the step table does not cover still shows
+    md = render(runs, "markdown")
+    assert "### state" in md and "| scenario | thread | step | context | active | flags | lab retains |" in md

@@ -12,6 +12,8 @@ from __future__ import annotations
 from ctxlab.claims import Claim, documented, old_text, one, select
 
 NAME = "lifecycle"
+# One table per sequence: after each call, the thread's current context and the primary context's state.
+VIEWS = {"after": ("call", "current_id", "primary_active", "primary_flags", "status")}
 
 RUNTIME_INTEROP = ("CUDA Runtime API, 'Interactions with the CUDA Driver API' and Primary Contexts "
                    "(https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DRIVER.html)")

@@ -12,6 +12,8 @@ from __future__ import annotations
 from ctxlab.claims import Claim, MissingObservation, documented, one, select
 
 NAME = "modules"
+# When the module showed up: after each step, MODULE_LOADED events and device memory in use.
+VIEWS = {"load witness": ("module_loaded_events", "memory_grew_mib")}
 BIG_MIB = 256
 
 LAZY = ("CUDA Programming Guide, Lazy Loading: with CUDA_MODULE_LOADING=LAZY (default on Linux since 12.2) "

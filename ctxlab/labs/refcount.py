@@ -13,6 +13,8 @@ from ctxlab.claims import Claim, documented, old_text, one, select
 
 NAME = "refcount"
 KNOWN = 1000  # elements of the array whose reduction is checked after each step
+# The step table: after every step, the primary context's state, the lab's retains, the thread's context, the pointer.
+VIEWS = {"state": ("active", "flags", "lab_retains", "current_id", "pointer_status")}
 
 PRIMARY = ("CUDA Driver API, Primary Context Management: cuDevicePrimaryCtxRetain/Release/GetState/Reset "
            "(https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html)")

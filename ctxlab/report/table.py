@@ -8,14 +8,32 @@ from rich.console import Console
 from rich.table import Table
 
 from ctxlab.record import LabResult
-from ctxlab.report.text import VERDICT_STYLE, context_label, environment_line, short, verdict_counts
+from ctxlab.report.text import (VERDICT_STYLE, cell, context_label, environment_line, lab_views, short,
+                                 verdict_counts)
 
 
-def timeline(run: LabResult) -> Table:
+def step_table(run: LabResult, what: str, fields: tuple[str, ...]) -> Table:
+    """One row per observation of a kind, its value's fields as columns (the lab's VIEWS)."""
+    table = Table(title=f"{run.lab}: {what}", expand=False)
+    for column in ("scenario", "thread", "step", "context", *fields):
+        table.add_column(column.replace("_", " "), overflow="fold")
+    for obs in run.observations:
+        if obs.what != what:
+            continue
+        value = obs.value if isinstance(obs.value, dict) else {}
+        table.add_row(obs.scenario or "", obs.thread, obs.step, context_label(obs), *(cell(value.get(f)) for f in fields))
+        for event in obs.events:
+            table.add_row("", "", "  trace", short(event, 120), *([""] * len(fields)), style="dim")
+    return table
+
+
+def timeline(run: LabResult, skip: set[str] = frozenset()) -> Table:
     table = Table(title=f"{run.lab}: timeline", show_lines=False, expand=False)
     for column in ("scenario", "round", "thread", "step", "context", "what", "value"):
         table.add_column(column, overflow="fold")
     for obs in run.observations:
+        if obs.what in skip:
+            continue
         table.add_row(obs.scenario or "", "" if obs.round is None else str(obs.round), obs.thread, obs.step,
                       context_label(obs), obs.what, short(obs.value))
         for event in obs.events:
@@ -44,8 +62,12 @@ def metrics(run: LabResult) -> Table:
 
 def print_run(console: Console, run: LabResult) -> None:
     console.print(f"[bold]{run.lab}[/] on {environment_line(run)} ({run.seconds:.2f} s)")
-    if run.observations:
-        console.print(timeline(run))
+    views = lab_views(run.lab)
+    for what, fields in views.items():
+        if any(o.what == what for o in run.observations):
+            console.print(step_table(run, what, fields))
+    if any(o.what not in views for o in run.observations):
+        console.print(timeline(run, skip=set(views)))
     if run.metrics:
         console.print(metrics(run))
     for error in run.errors:

@@ -36,3 +36,25 @@ def verdict_counts(run: LabResult) -> dict[str, int]:
     for claim in run.claims:
         counts[claim.verdict] = counts.get(claim.verdict, 0) + 1
     return counts
+
+
+def lab_views(lab: str) -> dict[str, tuple[str, ...]]:
+    """A lab's step tables: observation kind -> the value fields shown as columns (``VIEWS`` in its module)."""
+    from ctxlab.labs import LABS, lab_module
+
+    if lab not in LABS:
+        return {}
+    try:
+        return dict(getattr(lab_module(lab), "VIEWS", {}))
+    except ImportError:
+        return {}
+
+
+def cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int) and value > 0xFFFFF:
+        return f"{value:#x}"
+    return short(value, 60)
