@@ -20,6 +20,11 @@ python3 -m ctxlab doctor || status=1
 mkdir -p "$out/results"
 CTXLAB_RESULTS="$out/results" python3 -m pytest -ra --junitxml="$out/pytest.xml" "$@" 2>&1 | tee "$out/pytest.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+if [ "$(nvidia-smi -L | wc -l)" -gt 1 ]; then  # several GPUs: every lab on each of them
+  python3 -m ctxlab check --devices all --json "$out/results/check-all-devices.json" \
+    --markdown "$out/results/check-all-devices.md" 2>&1 | tee "$out/results/check-all-devices.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
 python3 benchmarks/handoff_breakdown.py --json "$out/results/handoff_breakdown.json" || status=1
 python3 benchmarks/trace_overhead.py --json "$out/results/trace_overhead.json" || status=1
 # One archive: the labs' results, the check reports and the benchmark figures.

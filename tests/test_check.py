@@ -82,7 +82,11 @@ def fake_registry(monkeypatch):
 
     monkeypatch.setattr(ctxlab.labs, "LABS", REGISTRY)
     monkeypatch.setattr(check_module, "LABS", REGISTRY)
-    monkeypatch.setattr("ctxlab.cli.parse_devices", lambda text: [0])
+    import ctxlab.cli
+
+    real = ctxlab.cli.parse_devices
+    # No GPU needed for the fake labs: device 0 stands in, but malformed lists still go through the parser.
+    monkeypatch.setattr("ctxlab.cli.parse_devices", lambda text: [0] if text in ("0", "all") else real(text))
 
 
 def invoke(*args):
@@ -114,6 +118,7 @@ def test_check_fail_on_drift(fake_registry, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [(["--only", "nope"], "unknown lab"),
+                                           (["--devices", "0,x"], "give 'all' or indices"),
                                            (["--fail-on-drift"], "needs --baseline"),
                                            (["--timeout", "0"], "0")])
 def test_check_usage_errors_exit_2(fake_registry, args, message):

@@ -57,3 +57,17 @@ def test_doctor_on_a_real_gpu():
     assert dev["name"] and dev["compute_capability"].count(".") == 1 and dev["memory_bytes"] > 2**30
     assert report["driver"]["module_loading_mode"].startswith("CU_MODULE_")
     assert report["cupy"]["runtime_version"] >= 12000 and report["cuda_bindings"]["runtime_version"] >= 12000
+
+
+def test_a_device_that_does_not_exist_is_a_usage_error():
+    from click.testing import CliRunner
+
+    from ctxlab.cli import cli
+    from ctxlab.cuda.environment import device_count
+
+    missing = device_count()
+    result = CliRunner().invoke(cli, ["migrate", "--device", str(missing)], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert f"device {missing} does not exist" in result.output and "Traceback" not in result.output
+    result = CliRunner().invoke(cli, ["check", "--devices", f"0,{missing}"], catch_exceptions=False)
+    assert result.exit_code == 2 and "does not exist" in result.output

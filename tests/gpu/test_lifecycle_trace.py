@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -7,6 +8,7 @@ from click.testing import CliRunner
 
 from ctxlab.cli import cli
 from ctxlab.record import load_runs
+from tests.conftest import recorded
 
 pytestmark = pytest.mark.gpu
 KEEP = os.environ.get("CTXLAB_RESULTS")
@@ -41,6 +43,21 @@ def test_trace_command_on_the_example(tmp_path):
     assert table.returncode == 0, table.stderr
     assert "thread MainThread" in table.stdout and "thread worker" in table.stdout
     assert "CONTEXT_CREATED" in table.stdout
+    with open(out) as handle:
+        fresh = json.load(handle)["events"]
+    assert structure(fresh) == structure(recorded("first_context.trace.json")["events"])
+
+
+def structure(events):
+    """What must not change between runs: the context calls beneath cudaSetDevice on the main thread, and
+    beneath the worker's first cudaMalloc (handles and counts of repeated queries aside)."""
+    from ctxlab.trace import by_thread, calls, only_context
+
+    threads = by_thread(only_context(calls(events)))
+    set_device = next(c for c in threads["MainThread"] if c["name"] == "cudaSetDevice")
+    malloc = next(c for c in threads["worker"] if c["name"] == "cudaMalloc")
+    return ([c["name"] for c in set_device["children"]], [c["name"] for c in malloc["children"]],
+            sum(c["name"] == "CONTEXT_CREATED" for t in threads.values() for c in t))
 
 
 def test_traced_program_exit_status_passes_through():
