@@ -66,8 +66,8 @@ def judge_set_device(obs):
 def judge_free0(obs):
     v = _state_after(obs, "free0", "cudaFree(0)")
     return documented(v["primary_active"] and v["current"] == v["primary"],
-                      f"cudaFree(0) as the first call created the primary context (id {v['current_id']}) and made "
-                      f"it current", f"cudaFree(0) did not bind the primary context: {v}")
+                      f"cudaFree(0) as the first call created the primary context of device {v.get('device', 0)} "
+                      f"(id {v['current_id']}) and made it current", f"cudaFree(0) did not bind the primary context: {v}")
 
 
 def judge_init_device(obs):
@@ -114,10 +114,13 @@ def judge_new_thread(obs):
 
 def judge_new_thread_binds(obs):
     v = one(obs, "new thread", "threads").value
-    return documented(v["bound_same_primary"],
-                      "the first runtime call on the new thread bound the same primary context as the main thread "
-                      "(same handle and id), no new context",
-                      f"the new thread got another context: {v}")
+    same = ("the same context as the main thread (same handle and id)" if v["same_as_main_thread"] else
+            f"not the main thread's context: the main thread had chosen device {v['main_device']}, the new thread "
+            f"starts on device {v['runtime_device']}")
+    return documented(v["bound_primary_of_its_device"],
+                      f"the first runtime call on the new thread bound the primary context of device "
+                      f"{v['runtime_device']}, no new kind of context: {same}",
+                      f"the new thread got a context that is not its device's primary context: {v}")
 
 
 def judge_set_device_flags(obs):
@@ -173,7 +176,8 @@ CLAIMS = (
     Claim("lifecycle.new-thread-has-no-context", "A new host thread starts with no current context.", CTX_STACK,
           judge_new_thread),
     Claim("lifecycle.new-thread-binds-primary",
-          "The first runtime call on a new host thread binds the device's primary context (not a new one).",
+          "The first runtime call on a new host thread binds the primary context of that thread's current device "
+          "(device 0 unless it chose one), not a new context.",
           RUNTIME_INTEROP, judge_new_thread_binds),
     Claim("lifecycle.set-device-flags-active",
           "cudaSetDeviceFlags fails with cudaErrorSetOnActiveProcess once the device is active (old text).",
@@ -200,19 +204,21 @@ class Steps:
         self.rec = cuda_recorder(scenario)
         self.device = device
 
-    def after(self, call: str, events: list | None = None, **extra) -> dict:
+    def after(self, call: str, events: list | None = None, device: int | None = None, **extra) -> dict:
+        """Record the thread's context and the primary state of ``device`` (the lab's device by default)."""
         from ctxlab.cuda import driver as drv
 
         if events is None:
             events = self.rec.take_events()  # what the call caused, before our own probing
+        device = self.device if device is None else device
         cur = drv.current()
-        state = drv.primary_state(self.device)
+        state = drv.primary_state(device)
         primary = None
         if state.active:  # retaining an inactive primary context would create it: only when active
-            primary = drv.primary_retain(self.device)
-            drv.primary_release(self.device)
-        value = {"call": call, "current": cur.handle, "current_id": cur.id, "primary_active": state.active,
-                 "primary_flags": state.flags, "primary": primary, **extra}
+            primary = drv.primary_retain(device)
+            drv.primary_release(device)
+        value = {"call": call, "current": cur.handle, "current_id": cur.id, "device": device,
+                 "primary_active": state.active, "primary_flags": state.flags, "primary": primary, **extra}
         self.rec.add(call, "after", value, events=events)
         return value
 
@@ -254,7 +260,8 @@ def free0(device: int) -> dict:
     s = Steps("free0", device)
     s.after("start")
     cupy.cuda.runtime.free(0)
-    s.after("cudaFree(0)")
+    # Without cudaSetDevice the runtime uses the thread's default device, whatever the lab's device is.
+    s.after("cudaFree(0)", device=cupy.cuda.runtime.getDevice())
     a = cupy.arange(10)
     from ctxlab.cuda import driver as drv
 
@@ -343,9 +350,12 @@ def threads(device: int) -> dict:
         s.after("new thread: cuCtxSynchronize", status=status)
         ptr = cupy.cuda.runtime.malloc(256)
         cur = drv.current()
-        s.after("new thread: cudaMalloc")
-        s.rec.add("summary", "new thread", {"current_at_start": start, "driver_call": status,
-                                            "bound": cur.handle, "bound_same_primary": (cur.handle, cur.id) == seen["main"]})
+        runtime_device = cupy.cuda.runtime.getDevice()  # per thread: this one never chose a device
+        bound = s.after("new thread: cudaMalloc", device=runtime_device)
+        s.rec.add("summary", "new thread", {"current_at_start": start, "driver_call": status, "bound": cur.handle,
+                                            "runtime_device": runtime_device, "main_device": device,
+                                            "bound_primary_of_its_device": cur.handle == bound["primary"],
+                                            "same_as_main_thread": (cur.handle, cur.id) == seen["main"]})
         cupy.cuda.runtime.free(ptr)
 
     Choreography(["main", "new"], timeout=60).run([Step("main", "init", main_thread), Step("new", "first call", new_thread)])

@@ -98,10 +98,15 @@ def judge_runtime_binds_primary(obs):
     if not found:
         raise MissingObservation("runtime call without context")
     bad = [o for o in found if not (o.value["bound_primary"] and o.value["allocation_in_primary"])]
-    return documented(not bad, "a thread with no context current got the primary context from its first runtime "
-                               "call, and the allocation belongs to it"
+    devices = sorted({o.value.get("runtime_device", 0) for o in found})
+    other = [o for o in found if o.value.get("runtime_device", 0) != o.value.get("owner_device", 0)]
+    return documented(not bad, f"a thread with no context current got the primary context of device "
+                               f"{', '.join(map(str, devices))} (its own current device) from its first runtime call, "
+                               f"and the allocation belongs to it"
                       + ("; with a cuCtxCreate context current elsewhere, the runtime silently used the primary"
-                         if any(o.scenario == "unbound-created" for o in found) else ""),
+                         if any(o.scenario == "unbound-created" for o in found) else "")
+                      + (f"; the owner thread used device {other[0].value['owner_device']}: a new thread does not "
+                         f"inherit it" if other else ""),
                       f"the runtime bound something else: {bad[0].value if bad else ''}")
 
 
@@ -155,7 +160,8 @@ CLAIMS = (
           "What CuPy does with the context current on the calling thread (pushed, created, shared).", NO_DOC,
           judge_cupy_current),
     Claim("migrate.runtime-binds-primary",
-          "A runtime call on a thread with no current context binds the device's primary context.",
+          "A runtime call on a thread with no current context binds the primary context of that thread's current "
+          "device (device 0 unless the thread chose another).",
           RUNTIME_INTEROP, judge_runtime_binds_primary),
     Claim("migrate.driver-call-without-context",
           "What a driver call needing a context returns on a thread that never received one.", NO_DOC,
@@ -461,11 +467,14 @@ def unbound(device: int, kind: str) -> dict:
                                                           "cuCtxGetId(NULL)": status})
         ptr = cupy.cuda.runtime.malloc(256)  # the first runtime call on this thread
         after = drv.current()
-        primary = drv.primary_retain(device)
-        drv.primary_release(device)
+        # The device is per host thread: this one never chose, so the runtime uses its default device.
+        runtime_device = cupy.cuda.runtime.getDevice()
+        primary = drv.primary_retain(runtime_device)
+        drv.primary_release(runtime_device)
         ptr_ctx = drv.pointer_context(ptr)
         rec.add("runtime", "runtime call without context",
                 {"call": "cudaMalloc", "current_after": after.handle, "primary": primary,
+                 "runtime_device": runtime_device, "owner_device": device,
                  "pointer_context": ptr_ctx, "owner_context": s["ctx"], "bound_primary": after.handle == primary,
                  "allocation_in_primary": ptr_ctx == primary, "allocation_in_owner": ptr_ctx == s["ctx"]})
         cupy.cuda.runtime.free(ptr)

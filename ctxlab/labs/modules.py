@@ -131,8 +131,9 @@ def judge_nvcc_runtime(obs):
         return "skipped", str(skipped[0].value)
     v = one(obs, "library runtime vs CuPy", "nvcc").value
     return "observed", (f"the library's own runtime ({v['library_runtime']}) launched its kernel (result "
-                        f"{v['result']}) in context {v['library_context']:#x}; CuPy's runtime ({v['cupy_runtime']}) "
-                        f"uses {v['cupy_context']:#x}: {'the same primary context' if v['shared'] else 'different contexts'}")
+                        f"{v['result']}) on device {v.get('device', 0)} in context {v['library_context']:#x}; CuPy's "
+                        f"runtime ({v['cupy_runtime']}) on that device uses {v['cupy_context']:#x}: "
+                        f"{'the same primary context' if v['shared'] else 'different contexts'}")
 
 
 def judge_cupy_cache(obs):
@@ -346,15 +347,16 @@ def nvcc(device: int) -> dict:
     result = ctypes.c_int(0)
     status = library.tiny_run(ctypes.byref(result))
     library_context = drv.current().handle
+    library_device = library.tiny_device()  # its runtime's device on this thread: the default, 0
     import cupy
 
-    cupy.cuda.runtime.setDevice(device)
+    cupy.cuda.runtime.setDevice(library_device)  # CuPy's runtime copy, same device
     cupy_context = drv.current().handle
     rec.add("compare", "library runtime vs CuPy",
-            {"status": status, "result": result.value, "library_context": library_context,
+            {"status": status, "result": result.value, "library_context": library_context, "device": library_device,
              "library_runtime": library.tiny_runtime_version(), "cupy_runtime": cupy.cuda.runtime.runtimeGetVersion(),
              "cupy_context": cupy_context, "shared": library_context == cupy_context,
-             "primary": drv.primary_retain(device)})
+             "primary": drv.primary_retain(library_device)})
     return {"observations": rec.observations}
 
 

@@ -17,6 +17,12 @@ extern "C" int tiny_run(int* host_out) {
     return (int)err;
 }
 
+extern "C" int tiny_device(void) {
+    int d = -1;
+    cudaGetDevice(&d);
+    return d;
+}
+
 extern "C" int tiny_runtime_version(void) {
     int v = 0;
     cudaRuntimeGetVersion(&v);
