@@ -10,7 +10,8 @@ from ctxlab.record import parse_runs
 from tests.conftest import RESULTS, recorded
 
 LABS = {"migrate": migrate, "refcount": refcount, "lifecycle": lifecycle, "modules": modules}
-FILES = ["migrate.json", "migrate-stress.json", "migrate-traced.json", "refcount.json", "lifecycle.json",
+FILES = ["migrate.json", "migrate-stress.json", "migrate-stress-h200x1.json", "migrate-traced.json", "refcount.json",
+         "lifecycle.json",
          "modules.json"]
 
 
