@@ -95,6 +95,31 @@ class LabRun:
                          timings=dict(self.scenario_seconds))
 
 
+def context_state(device: int, with_primary: bool = True) -> dict:
+    """The calling thread's current context and the device's primary context, read without changing them.
+
+    Each read is an ``outcome``: after a sticky error or a destroyed context the
+    state is still recorded. The primary handle is read only while it is active:
+    retaining an inactive primary context would create it.
+    """
+    from ctxlab.cuda import driver as drv
+
+    cur = drv.outcome(drv.current)
+    st = drv.outcome(drv.primary_state, device)
+    state = {"current": cur["value"].handle if cur["ok"] else None,
+             "current_id": cur["value"].id if cur["ok"] else None,
+             "active": st["value"].active if st["ok"] else None,
+             "flags": st["value"].flags if st["ok"] else None}
+    if with_primary:
+        state["primary"] = None
+        if state["active"]:
+            retained = drv.outcome(drv.primary_retain, device)
+            if retained["ok"]:
+                state["primary"] = retained["value"]
+                drv.outcome(drv.primary_release, device)
+    return state
+
+
 def scenario_output(recorder: Recorder, metrics: dict | None = None) -> dict:
     """What a child scenario hands back to the parent."""
     return {"observations": recorder.observations, "metrics": metrics or {}}

@@ -206,19 +206,14 @@ class Steps:
 
     def after(self, call: str, events: list | None = None, device: int | None = None, **extra) -> dict:
         """Record the thread's context and the primary state of ``device`` (the lab's device by default)."""
-        from ctxlab.cuda import driver as drv
+        from ctxlab.labs.common import context_state
 
         if events is None:
             events = self.rec.take_events()  # what the call caused, before our own probing
         device = self.device if device is None else device
-        cur = drv.current()
-        state = drv.primary_state(device)
-        primary = None
-        if state.active:  # retaining an inactive primary context would create it: only when active
-            primary = drv.primary_retain(device)
-            drv.primary_release(device)
-        value = {"call": call, "current": cur.handle, "current_id": cur.id, "device": device,
-                 "primary_active": state.active, "primary_flags": state.flags, "primary": primary, **extra}
+        st = context_state(device)
+        value = {"call": call, "current": st["current"], "current_id": st["current_id"], "device": device,
+                 "primary_active": st["active"], "primary_flags": st["flags"], "primary": st["primary"], **extra}
         self.rec.add(call, "after", value, events=events)
         return value
 

@@ -73,21 +73,19 @@ def _library_loads(obs, mode):
             if o.value["module_loaded_events"] or o.value["memory_grew_mib"] >= BIG_MIB * 0.9]
 
 
-def judge_library_lazy(obs):
-    loads = _library_loads(obs, "LAZY")
-    expected = ["cuKernelGetFunction", "cuKernelGetFunction in the second context"]
-    return documented(loads == expected,
-                      "under LAZY the library went into each context only when that context first used it: "
-                      + ", then ".join(loads),
-                      f"under LAZY the library appeared at: {loads or 'no step'}")
+def library_judge(mode: str, expected: list[str], says: str):
+    """Judge where the library appeared under one loading mode against where the documentation puts it."""
+    def judge(obs):
+        loads = _library_loads(obs, mode)
+        return documented(loads == expected, f"under {mode} the library went into {says}: " + ", then ".join(loads),
+                          f"under {mode} the library appeared at: {', '.join(loads) or 'no step'}")
+    return judge
 
 
-def judge_library_eager(obs):
-    loads = _library_loads(obs, "EAGER")
-    expected = ["cuLibraryLoadData", "second context created"]
-    return documented(loads == expected,
-                      "under EAGER the library went into the current context at cuLibraryLoadData and into the "
-                      "second context when it was created", f"under EAGER the library appeared at: {loads or 'no step'}")
+judge_library_lazy = library_judge("LAZY", ["cuKernelGetFunction", "cuKernelGetFunction in the second context"],
+                                   "each context only when that context first used it")
+judge_library_eager = library_judge("EAGER", ["cuLibraryLoadData", "second context created"],
+                                    "the current context at cuLibraryLoadData and the second one when it was created")
 
 
 def judge_default_mode(obs):

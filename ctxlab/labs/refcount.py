@@ -180,15 +180,11 @@ class Tracker:
 
     def state(self, step: str) -> dict:
         from ctxlab.cuda import driver as drv
+        from ctxlab.labs.common import context_state
 
         events = self.rec.take_events()  # what the step caused, before our own probing
-        st = drv.outcome(drv.primary_state, self.device)
-        cur = drv.outcome(drv.current)
-        value = {"active": st["value"].active if st["ok"] else None,
-                 "flags": st["value"].flags if st["ok"] else None,
-                 "lab_retains": self.retains,
-                 "current": cur["value"].handle if cur["ok"] else None,
-                 "current_id": cur["value"].id if cur["ok"] else None}
+        # No retain to read the primary handle here: this lab counts retains.
+        value = {**context_state(self.device, with_primary=False), "lab_retains": self.retains}
         if self.pointer is not None:
             ptr = drv.outcome(drv.pointer_context, self.pointer)
             value["pointer_valid"] = ptr["ok"]
