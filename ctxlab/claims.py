@@ -49,12 +49,6 @@ def one(observations: Sequence[Observation], what: str, scenario: str | None = N
     return found[0]
 
 
-def skipped_reason(observations: Sequence[Observation], scenario: str) -> str | None:
-    """The reason a scenario was skipped, where the lab recorded one."""
-    found = select(observations, "skipped", scenario)
-    return str(found[0].value) if found else None
-
-
 def documented(ok: bool, evidence_ok: str, evidence_bad: str) -> Verdict:
     """A promise from current documentation: holds, or fails."""
     return ("holds", evidence_ok) if ok else ("fails", evidence_bad)

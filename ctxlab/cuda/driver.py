@@ -86,10 +86,6 @@ def synchronize() -> None:
     check(_driver().cuCtxSynchronize(), "cuCtxSynchronize")
 
 
-def context_device() -> int:
-    return int(check(_driver().cuCtxGetDevice(), "cuCtxGetDevice"))
-
-
 def create_context(dev, flags: int = 0) -> int:
     """A plain context made with cuCtxCreate; it becomes current on this thread."""
     driver = _driver()
@@ -160,11 +156,6 @@ def stream_create() -> int:
     return int(check(driver.cuStreamCreate(flags), "cuStreamCreate"))
 
 
-def stream_synchronize(stream: int) -> None:
-    driver = _driver()
-    check(driver.cuStreamSynchronize(driver.CUstream(int(stream))), "cuStreamSynchronize")
-
-
 def host_alloc_mapped(nbytes: int) -> int:
     """Pinned host memory the GPU writes to directly (with unified addressing, same address on both sides)."""
     driver = _driver()
@@ -173,10 +164,6 @@ def host_alloc_mapped(nbytes: int) -> int:
 
 def mem_alloc(nbytes: int) -> int:
     return int(check(_driver().cuMemAlloc(nbytes), "cuMemAlloc"))
-
-
-def mem_free(ptr: int) -> None:
-    check(_driver().cuMemFree(int(ptr)), "cuMemFree")
 
 
 def mem_get_info() -> tuple[int, int]:

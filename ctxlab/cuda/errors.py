@@ -76,12 +76,6 @@ def check(result, call: str | None = None):
     return values[0] if len(values) == 1 else values
 
 
-def status_name(result) -> str:
-    """The NAME of the status of a raw cuda.bindings result, success included."""
-    status = result[0] if isinstance(result, tuple) else result
-    return getattr(status, "name", str(int(status)))
-
-
 def from_exception(exc: BaseException, call: str | None = None) -> CudaError | None:
     """A CudaError for an exception raised by CuPy's runtime or driver layer; None for others."""
     if isinstance(exc, CudaError):

@@ -185,6 +185,3 @@ class PackedLaunch:
                                              self._params, 0)
         if int(status[0]) != 0:
             check(status, self.call)
-
-    def unload(self) -> None:
-        check(init_driver().cuModuleUnload(self.module), "cuModuleUnload")
