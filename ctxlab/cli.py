@@ -1,4 +1,5 @@
-"""The ctxlab command line: one command per lab, plus doctor and show.
+"""The ctxlab command line: one command per lab (migrate, refcount, lifecycle,
+modules), trace, check for CI, and doctor, show and report merge.
 
 Exit status: 0 when no documented claim fails, 1 when one does (or a scenario
 crashed), 2 for a usage or environment problem (no GPU, bad device, bad file).
@@ -115,10 +116,10 @@ def prepare(device: int, output: str | None, trace: bool = False) -> None:
         check_writable(output)
     require_device(device)
     if trace:
-        from ctxlab.trace import TraceUnavailable, _cupti
+        from ctxlab.trace import TraceUnavailable, require_cupti
 
         try:
-            _cupti()
+            require_cupti()
         except TraceUnavailable as exc:
             raise CtxlabError(str(exc)) from None
 

@@ -22,7 +22,8 @@ class TraceUnavailable(RuntimeError):
     """Tracing cannot start here: CUPTI missing, too new for the driver, or another subscriber holds it."""
 
 
-def _cupti():
+def require_cupti():
+    """cupti-python's module, or TraceUnavailable saying what to install."""
     try:
         from cupti import cupti
     except ImportError as exc:
@@ -52,7 +53,7 @@ class Tracer:
         self._lock = threading.Lock()
 
     def __enter__(self) -> "Tracer":
-        cupti = _cupti()
+        cupti = require_cupti()
         self._cupti = cupti
         self._names = {cupti.CallbackDomain.DRIVER_API: "driver", cupti.CallbackDomain.RUNTIME_API: "runtime",
                        cupti.CallbackDomain.RESOURCE: "resource"}
