@@ -26,11 +26,17 @@ class Claim:
             verdict, evidence = self.judge(observations)
         except MissingObservation as exc:
             verdict, evidence = "skipped", f"not observed in this run: {exc}"
+        except ScenarioSkipped as exc:
+            verdict, evidence = "skipped", str(exc)
         return ClaimResult(self.id, self.statement, self.source, verdict, evidence)
 
 
 class MissingObservation(LookupError):
     pass
+
+
+class ScenarioSkipped(Exception):
+    """The scenario a claim rests on recorded why it did not run (no nvcc, a runtime too old...)."""
 
 
 def judge(claims: Iterable[Claim], observations: Sequence[Observation]) -> tuple[ClaimResult, ...]:
@@ -47,6 +53,13 @@ def one(observations: Sequence[Observation], what: str, scenario: str | None = N
         where = f" in scenario {scenario}" if scenario else ""
         raise MissingObservation(f"{what}{where}")
     return found[0]
+
+
+def unless_skipped(observations: Sequence[Observation], scenario: str) -> None:
+    """Raise ScenarioSkipped with the recorded reason if ``scenario`` recorded a 'skipped' observation."""
+    found = select(observations, "skipped", scenario)
+    if found:
+        raise ScenarioSkipped(str(found[0].value))
 
 
 def documented(ok: bool, evidence_ok: str, evidence_bad: str) -> Verdict:

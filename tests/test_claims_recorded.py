@@ -164,3 +164,14 @@ def test_stub_parsing_on_the_stub_nvcc_wrote():
                                     "__cudaRegisterVariable": "__cudaRegisterVar"}
     assert parsed["static_constructor"] and not parsed["creates_context"]
     assert "__cudaLaunch" in parsed["launch_through"]
+
+
+def test_a_scenario_that_recorded_why_it_did_not_run_skips_its_claims_with_that_reason():
+    from ctxlab.record import Observation
+
+    run = load("modules.json")
+    without_nvcc = [o for o in run.observations if o.scenario != "nvcc"]
+    without_nvcc.append(Observation("build", "MainThread", None, "skipped", "nvcc is not on the PATH", scenario="nvcc"))
+    for claim_id in ("modules.nvcc-registration-makes-no-context", "modules.nvcc-library-runtime"):
+        claim = verdict(modules, without_nvcc, claim_id)
+        assert (claim.verdict, claim.evidence) == ("skipped", "nvcc is not on the PATH")

@@ -9,7 +9,7 @@ watched.
 
 from __future__ import annotations
 
-from ctxlab.claims import Claim, documented, old_text, one, select
+from ctxlab.claims import Claim, MissingObservation, documented, old_text, one, select, unless_skipped
 
 NAME = "lifecycle"
 # One table per sequence: after each call, the thread's current context and the primary context's state.
@@ -39,8 +39,6 @@ def _state_after(obs, scenario, call):
     for o in select(obs, "after", scenario):
         if o.value["call"] == call:
             return o.value
-    from ctxlab.claims import MissingObservation
-
     raise MissingObservation(f"{call} in {scenario}")
 
 
@@ -71,9 +69,7 @@ def judge_free0(obs):
 
 
 def judge_init_device(obs):
-    skipped = select(obs, "skipped", "init-device")
-    if skipped:
-        return "skipped", str(skipped[0].value)
+    unless_skipped(obs, "init-device")
     v = _state_after(obs, "init-device", "cudaInitDevice")
     bound = _state_after(obs, "init-device", "cudaSetDevice")
     return documented(v["primary_active"] and not v["current"] and bound["current"] == bound["primary"],

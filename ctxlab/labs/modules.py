@@ -9,7 +9,7 @@ module is really loaded into the context.
 
 from __future__ import annotations
 
-from ctxlab.claims import Claim, MissingObservation, documented, one, select
+from ctxlab.claims import Claim, MissingObservation, documented, one, select, unless_skipped
 
 NAME = "modules"
 # When the module showed up: after each step, MODULE_LOADED events and device memory in use.
@@ -112,9 +112,7 @@ def judge_library(obs):
 
 
 def judge_nvcc(obs):
-    skipped = select(obs, "skipped", "nvcc")
-    if skipped:
-        return "skipped", str(skipped[0].value)
+    unless_skipped(obs, "nvcc")
     stub = one(obs, "stub", "nvcc").value
     loaded = one(obs, "after dlopen", "nvcc").value
     ok = stub["static_constructor"] and not stub["creates_context"] and not loaded["primary_active"]
@@ -124,9 +122,7 @@ def judge_nvcc(obs):
 
 
 def judge_nvcc_runtime(obs):
-    skipped = select(obs, "skipped", "nvcc")
-    if skipped:
-        return "skipped", str(skipped[0].value)
+    unless_skipped(obs, "nvcc")
     v = one(obs, "library runtime vs CuPy", "nvcc").value
     return "observed", (f"the library's own runtime ({v['library_runtime']}) launched its kernel (result "
                         f"{v['result']}) on device {v.get('device', 0)} in context {v['library_context']:#x}; CuPy's "
