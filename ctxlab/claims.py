@@ -1,53 +1,107 @@
 """Claims: documented statements, judged as pure functions of observations.
 
-A lab declares its claims; ``judge`` applies them to what was observed. The
-CPU tests apply the same claims to observations recorded on a real GPU.
+A claim states what it expects as code. ``facts`` reads the values that decide
+it from the observations; ``expect`` (a predicate over those facts) decides a
+promise (``holds``/``fails``) or a statement of the old text (``holds``/``changed``);
+an ``observation`` claim has no predicate and is ``observed``. The evidence
+sentence is one template filled with the facts, the same whatever the verdict,
+so it can never state a conclusion the values did not decide.
+
+What cannot be judged is said, never hidden: a judge that raises, or a promise
+whose observation is missing, gives ``error``; a claim whose scenarios were not
+selected, or recorded why they could not run, gives ``skipped`` with the reason.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
-from ctxlab.record import ClaimResult, Observation
+from ctxlab.record import KINDS, SILENT_WRONG, ClaimResult, Observation
 
-Verdict = tuple[str, str]  # (verdict, evidence)
+Facts = Mapping[str, Any]
+Observations = Sequence[Observation]
+
+
+class MissingObservation(LookupError):
+    """A claim needs an observation the run does not hold."""
+
+
+class Inapplicable(Exception):
+    """The run was made so that this claim cannot be decided (untraced, a runtime too old): skipped, with why."""
 
 
 @dataclass(frozen=True)
 class Claim:
+    """A statement with its source, the scenarios that decide it, and how it is judged.
+
+    ``facts(observations) -> dict`` reads the deciding values; ``expect(facts) -> bool``
+    (promise and old-text claims only) says whether they keep the statement;
+    ``evidence`` is a ``str.format`` template over the facts.
+    """
+
     id: str
     statement: str
     source: str
-    judge: Callable[[Sequence[Observation]], Verdict]
+    kind: str
+    scenarios: tuple[str, ...]
+    facts: Callable[[Observations], Facts]
+    evidence: str
+    expect: Callable[[Facts], bool] | None = None
 
-    def result(self, observations: Sequence[Observation]) -> ClaimResult:
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.id}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if (self.expect is None) != (self.kind == "observation"):
+            raise ValueError(f"{self.id}: a {self.kind} claim {'needs' if self.expect is None else 'takes no'} expect")
+        if not self.scenarios:
+            raise ValueError(f"{self.id}: name the scenarios that decide it")
+
+    def result(self, observations: Observations, ran: Collection[str] | None = None) -> ClaimResult:
+        """Judge over ``observations``; ``ran`` names the scenarios this run included (None: all)."""
+        verdict, evidence = self._judge(observations, ran)
+        return ClaimResult(self.id, self.statement, self.source, verdict, evidence, self.kind)
+
+    def _judge(self, observations: Observations, ran: Collection[str] | None) -> tuple[str, str]:
+        if ran is not None and not set(self.scenarios) & set(ran):
+            return "skipped", f"not run: none of its scenarios ({', '.join(self.scenarios)}) was selected"
+        for scenario in self.scenarios:
+            reasons = select(observations, "skipped", scenario)
+            if reasons:
+                return "skipped", f"{scenario}: {reasons[0].value}"
         try:
-            verdict, evidence = self.judge(observations)
+            facts = self.facts(observations)
+            evidence = self.evidence.format(**facts)
+            if self.expect is None:
+                return "observed", evidence
+            kept = bool(self.expect(facts))
+        except Inapplicable as exc:
+            return "skipped", str(exc)
         except MissingObservation as exc:
-            verdict, evidence = "skipped", f"not observed in this run: {exc}"
-        except ScenarioSkipped as exc:
-            verdict, evidence = "skipped", str(exc)
-        return ClaimResult(self.id, self.statement, self.source, verdict, evidence)
+            return "error", f"missing observation: {exc}"
+        except Exception as exc:  # the judge broke: say so, never hide it
+            return "error", f"the judge raised {type(exc).__name__}: {exc}"
+        if kept:
+            return "holds", evidence
+        return ("fails" if self.kind == "promise" else "changed"), evidence
 
 
-class MissingObservation(LookupError):
-    pass
+def judge(claims: Iterable[Claim], observations: Observations,
+          ran: Collection[str] | None = None) -> tuple[ClaimResult, ...]:
+    """Every claim's verdict; one claim's error never stops the others."""
+    return tuple(claim.result(observations, ran) for claim in claims)
 
 
-class ScenarioSkipped(Exception):
-    """The scenario a claim rests on recorded why it did not run (no nvcc, a runtime too old...)."""
+# ---------------------------------------------------------------- reading observations
 
-
-def judge(claims: Iterable[Claim], observations: Sequence[Observation]) -> tuple[ClaimResult, ...]:
-    return tuple(claim.result(observations) for claim in claims)
-
-
-def select(observations: Sequence[Observation], what: str, scenario: str | None = None) -> list[Observation]:
+def select(observations: Observations, what: str, scenario: str | None = None) -> list[Observation]:
+    """Observations of one kind, optionally of one scenario, in recorded order."""
     return [o for o in observations if o.what == what and (scenario is None or o.scenario == scenario)]
 
 
-def one(observations: Sequence[Observation], what: str, scenario: str | None = None) -> Observation:
+def one(observations: Observations, what: str, scenario: str | None = None) -> Observation:
+    """The first observation of one kind (of the first repeat); MissingObservation when there is none."""
     found = select(observations, what, scenario)
     if not found:
         where = f" in scenario {scenario}" if scenario else ""
@@ -55,18 +109,40 @@ def one(observations: Sequence[Observation], what: str, scenario: str | None = N
     return found[0]
 
 
-def unless_skipped(observations: Sequence[Observation], scenario: str) -> None:
-    """Raise ScenarioSkipped with the recorded reason if ``scenario`` recorded a 'skipped' observation."""
-    found = select(observations, "skipped", scenario)
-    if found:
-        raise ScenarioSkipped(str(found[0].value))
+def some(observations: Observations, what: str, scenario: str | None = None) -> list[Observation]:
+    """Every observation of one kind; MissingObservation when there is none."""
+    found = select(observations, what, scenario)
+    if not found:
+        raise MissingObservation(what + (f" in scenario {scenario}" if scenario else ""))
+    return found
 
 
-def documented(ok: bool, evidence_ok: str, evidence_bad: str) -> Verdict:
-    """A promise from current documentation: holds, or fails."""
-    return ("holds", evidence_ok) if ok else ("fails", evidence_bad)
+def repeats(observations: Observations, what: str, scenario: str | None = None) -> list[Any]:
+    """The value of one observation kind in every repeat of a scenario (one per repeat)."""
+    return [o.value for o in some(observations, what, scenario)]
 
 
-def old_text(agrees_with_old: bool, evidence_old: str, evidence_new: str) -> Verdict:
-    """A statement of the old text: holds where the driver still does it, changed where it does not."""
-    return ("holds", evidence_old) if agrees_with_old else ("changed", evidence_new)
+def distribution(values: Iterable[Any]) -> Counter:
+    """How often each outcome came back over the repeats."""
+    return Counter(str(v) for v in values)
+
+
+def spread(values: Iterable[Any]) -> str:
+    """A distribution as text: ``CUDA_ERROR_X in 3 of 5, correct in 2 of 5`` (one outcome: just it, and the count)."""
+    counts = distribution(values)
+    total = sum(counts.values())
+    if len(counts) == 1:
+        (only,) = counts
+        return f"{only} (all {total})" if total > 1 else only
+    return ", ".join(f"{outcome} in {n} of {total}" for outcome, n in counts.most_common())
+
+
+def silent_wrong(values: Iterable[Any]) -> int:
+    """How many outcomes were wrong values returned without an error."""
+    return sum(1 for v in values if str(v).startswith(SILENT_WRONG))
+
+
+def catalogue(claims: Iterable[Claim]) -> list[dict]:
+    """What ``ctxlab claims`` lists: id, statement, source, kind, the scenarios that decide it."""
+    return [{"id": c.id, "statement": c.statement, "source": c.source, "kind": c.kind,
+             "scenarios": list(c.scenarios)} for c in claims]

@@ -1,4 +1,4 @@
-"""Immutable result records and their versioned JSON (DESIGN.md section 3).
+"""Immutable result records and their versioned JSON (schema ``ctxlab/1``, documented in docs/schema.md).
 
 A file holds one run (``{"schema": "ctxlab/1", "lab": ...}``) or several
 (``{"schema": "ctxlab/1", "runs": [...]}``); both load with ``load_runs``.
@@ -15,7 +15,10 @@ from typing import Any
 
 SCHEMA = "ctxlab/1"
 
-VERDICTS = ("holds", "fails", "changed", "observed", "skipped")
+VERDICTS = ("holds", "fails", "changed", "observed", "skipped", "error")
+FAILING = frozenset({"fails", "error"})  # verdicts that make a run fail (exit status 1)
+KINDS = ("promise", "old-text", "observation")  # what a claim rests on
+SILENT_WRONG = "silent-wrong-result"  # an outcome label: a value returned without error, and wrong
 
 
 class ResultFileError(ValueError):
@@ -33,14 +36,18 @@ class Observation:
     scenario: str | None = None
     round: int | None = None
     events: tuple = ()  # CUPTI events caused by this step, when traced
+    repeat: int | None = None  # which run of a repeated scenario (undefined-behaviour territory) made it
 
     def to_dict(self) -> dict:
+        """The JSON object of this observation (optional fields only when set)."""
         out = {"step": self.step, "thread": self.thread, "context_id": self.context_id,
                "context": self.context, "what": self.what, "value": self.value}
         if self.scenario is not None:
             out["scenario"] = self.scenario
         if self.round is not None:
             out["round"] = self.round
+        if self.repeat is not None:
+            out["repeat"] = self.repeat
         if self.events:
             out["events"] = list(self.events)
         return out
@@ -50,32 +57,42 @@ class Observation:
         return cls(step=data["step"], thread=data["thread"], context_id=data.get("context_id"),
                    what=data["what"], value=data.get("value"), context=data.get("context"),
                    scenario=data.get("scenario"), round=data.get("round"),
-                   events=tuple(data.get("events", ())))
+                   events=tuple(data.get("events", ())), repeat=data.get("repeat"))
 
 
 @dataclass(frozen=True)
 class ClaimResult:
+    """One claim's verdict in one run, with the evidence sentence built from what was observed."""
+
     id: str
     statement: str
     source: str
     verdict: str
     evidence: str
+    kind: str = "observation"  # promise, old-text or observation (files before the field: observation)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict {self.verdict!r} is not one of {', '.join(VERDICTS)}")
+        if self.kind not in KINDS:
+            raise ValueError(f"claim kind {self.kind!r} is not one of {', '.join(KINDS)}")
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "statement": self.statement, "source": self.source,
+        """The JSON object of this verdict."""
+        return {"id": self.id, "statement": self.statement, "source": self.source, "kind": self.kind,
                 "verdict": self.verdict, "evidence": self.evidence}
 
     @classmethod
     def from_dict(cls, data: dict) -> "ClaimResult":
-        return cls(**{k: data[k] for k in ("id", "statement", "source", "verdict", "evidence")})
+        """Read back what ``to_dict`` wrote."""
+        return cls(**{k: data[k] for k in ("id", "statement", "source", "verdict", "evidence")},
+                   kind=data.get("kind", "observation"))
 
 
 @dataclass(frozen=True)
 class LabResult:
+    """One lab's run: environment, options, every observation, the verdicts, and what broke."""
+
     lab: str
     started: str
     seconds: float
@@ -87,10 +104,13 @@ class LabResult:
     metrics: dict = field(default_factory=dict)
     trace: tuple = ()
     timings: dict = field(default_factory=dict)  # seconds per scenario (each a child process)
+    views: dict = field(default_factory=dict)  # step tables: observation kind -> value fields shown as columns
+    flags: tuple = ()  # outcomes to look at whatever the verdicts: silent wrong results
 
     @property
     def failed(self) -> bool:
-        return any(c.verdict == "fails" for c in self.claims) or bool(self.errors)
+        """A documented promise failed, a claim could not be judged, or a scenario broke."""
+        return any(c.verdict in FAILING for c in self.claims) or bool(self.errors)
 
     def to_dict(self) -> dict:
         out = {"schema": SCHEMA, "lab": self.lab, "started": self.started, "seconds": round(self.seconds, 4),
@@ -105,6 +125,10 @@ class LabResult:
             out["trace"] = list(self.trace)
         if self.timings:
             out["timings"] = self.timings
+        if self.views:
+            out["views"] = {k: list(v) for k, v in self.views.items()}
+        if self.flags:
+            out["flags"] = list(self.flags)
         return out
 
     @classmethod
@@ -114,7 +138,9 @@ class LabResult:
                    observations=tuple(Observation.from_dict(o) for o in data["observations"]),
                    claims=tuple(ClaimResult.from_dict(c) for c in data["claims"]),
                    errors=tuple(data.get("errors", ())), metrics=dict(data.get("metrics", {})),
-                   trace=tuple(data.get("trace", ())), timings=dict(data.get("timings", {})))
+                   trace=tuple(data.get("trace", ())), timings=dict(data.get("timings", {})),
+                   views={str(k): tuple(v) for k, v in dict(data.get("views", {})).items()},
+                   flags=tuple(data.get("flags", ())))
 
 
 def dumps(runs: list[LabResult], as_list: bool = False) -> str:

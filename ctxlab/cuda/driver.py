@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from ctxlab.cuda.environment import init_driver
 from ctxlab.cuda.errors import CudaError, check, error_from
+from ctxlab.cuda.outcome import outcome  # noqa: F401  (labs read outcomes through drv.outcome)
 
 
 _module = None
@@ -179,15 +180,6 @@ def copy_from_device(ptr: int, nbytes: int) -> bytes:
     buf = bytearray(nbytes)
     check(_driver().cuMemcpyDtoH(buf, int(ptr), nbytes), "cuMemcpyDtoH")
     return bytes(buf)
-
-
-def outcome(fn, *args, call: str | None = None) -> dict:
-    """Run a helper and record what happened instead of raising: for calls expected to fail."""
-    try:
-        value = fn(*args)
-    except CudaError as exc:
-        return {"ok": False, "status": exc.name, "call": call or exc.call}
-    return {"ok": True, "status": "CUDA_SUCCESS", "value": value, "call": call}
 
 
 def raw_status(result, call: str) -> str:

@@ -89,8 +89,10 @@ def run_isolated(target: str, *args: Any, timeout: float = 60.0, env: dict | Non
 
     ``env`` is set in the child before the target runs (CUDA reads variables
     such as CUDA_MODULE_LOADING when it initialises, which the child has not).
+    ``fresh`` starts a new interpreter that has imported nothing (not CuPy, not
+    the preload module) instead of a forkserver child.
     """
-    mp = _mp()
+    mp = _mp(fresh)
     fd, log_path = tempfile.mkstemp(prefix="ctxlab-child-", suffix=".log")
     os.close(fd)
     parent, child = mp.Pipe(duplex=False)

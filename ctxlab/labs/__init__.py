@@ -1,8 +1,10 @@
-"""The labs: one module each, with NAME, CLAIMS and run(options) -> LabResult."""
+"""The labs: one module each, declaring ``LAB`` (a ``ctxlab.lab.Lab``)."""
 
 from __future__ import annotations
 
 import importlib
+
+from ctxlab.lab import Lab
 
 LABS = {
     "migrate": "ctxlab.labs.migrate",
@@ -12,13 +14,20 @@ LABS = {
 }
 
 
-def lab_module(name: str, registry: dict | None = None):
-    """The lab's module (or, as ``module:attribute``, an object with NAME, CLAIMS and run)."""
+class UnknownLab(KeyError):
+    """A lab name that is not in the registry."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def get_lab(name: str, registry: dict[str, str] | None = None) -> Lab:
+    """The lab called ``name``: ``registry`` maps names to a module holding ``LAB`` or to ``module:attribute``."""
     registry = registry or LABS
     if name not in registry:
-        raise KeyError(f"unknown lab {name!r}: choose from {', '.join(registry)}")
-    target = registry[name]
-    if ":" in target:
-        module, attribute = target.split(":")
-        return getattr(importlib.import_module(module), attribute)
-    return importlib.import_module(target)
+        raise UnknownLab(f"unknown lab {name!r}: choose from {', '.join(registry)}")
+    module, _, attribute = registry[name].partition(":")
+    lab = getattr(importlib.import_module(module), attribute or "LAB")
+    if not isinstance(lab, Lab):
+        raise TypeError(f"{registry[name]} is not a Lab")
+    return lab

@@ -1,19 +1,13 @@
-"""What every lab does around its steps: the recorder bound to CUDA, child
-scenarios, and the LabResult at the end."""
+"""What scenarios share inside their child processes: the recorder bound to
+CUDA, the thread's context state, what a scenario hands back, and the
+environment read in a child."""
 
 from __future__ import annotations
 
-import datetime
-import os
-import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, NamedTuple, Sequence
+from typing import Any, Callable
 
-from ctxlab.claims import Claim, judge
-from ctxlab.harness.gpu_lock import GPU, SLOTS
-from ctxlab.harness.isolate import IsolatedFailure, run_isolated
+from ctxlab.harness.isolate import run_isolated
 from ctxlab.harness.recorder import Recorder
-from ctxlab.record import LabResult, Observation
 
 
 def cuda_recorder(scenario: str | None = None) -> Recorder:
@@ -26,73 +20,6 @@ def cuda_recorder(scenario: str | None = None) -> Recorder:
         return (view.handle or None, view.id)
 
     return Recorder(context_probe=probe, scenario=scenario, tracer=start_for_child(), summarize=summarize)
-
-
-class Scenario(NamedTuple):
-    """One isolated scenario of a lab: ``module:function`` called with ``args`` in a child."""
-
-    name: str
-    target: str
-    args: tuple = ()
-    kwargs: dict = {}
-    timeout: float = 120.0
-    env: dict | None = None
-    fresh: bool = False  # a new interpreter with nothing imported (else the preloaded forkserver)
-    exclusive: bool = False  # needs the GPU alone (device-wide memory readings, timings)
-    on_progress: Callable | None = None
-
-
-class LabRun:
-    """Collects a lab's observations, figures and child-process errors, then judges."""
-
-    def __init__(self, lab: str, options: dict, progress: Callable[[str], None] | None = None):
-        self.lab = lab
-        self.options = options
-        self.progress = progress or (lambda message: None)
-        self.started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        self.t0 = time.perf_counter()
-        self.observations: list[Observation] = []
-        self.metrics: dict = {}
-        self.errors: list[dict] = []
-        self.scenario_seconds: dict[str, float] = {}  # each child's wall time, for the check timings
-
-    def run_all(self, scenarios: Sequence[Scenario]) -> None:
-        """Run the scenarios side by side, each in its own process (exclusive ones alone);
-        their observations join this run in the order given."""
-        jobs = max(1, int(self.options.get("jobs") or os.cpu_count() or 1))
-        with ThreadPoolExecutor(max_workers=min(jobs, len(scenarios) or 1)) as pool:
-            outputs = list(pool.map(self._one, scenarios))
-        for scenario, (out, seconds) in zip(scenarios, outputs):
-            self.scenario_seconds[scenario.name] = round(seconds, 3)
-            if isinstance(out, dict):
-                self.observations.extend(out.get("observations", ()))
-                self.metrics.update(out.get("metrics", {}))
-            else:
-                self.errors.append({"scenario": scenario.name, **out.to_dict()})
-
-    def _one(self, sc: Scenario):
-        """A crash, hang or exception in the child becomes an error of the scenario; the lab goes on."""
-        cap = self.options.get("scenario_timeout")  # ctxlab check --timeout
-        timeout = min(sc.timeout, cap) if cap else sc.timeout
-        env = {**(sc.env or {}), **({"CTXLAB_TRACE": "1"} if self.options.get("trace") else {})}
-        with GPU.hold(sc.exclusive), SLOTS:
-            t = time.perf_counter()
-            try:
-                out = run_isolated(sc.target, *sc.args, timeout=timeout, env=env, on_progress=sc.on_progress,
-                                   fresh=sc.fresh, **sc.kwargs)
-            except IsolatedFailure as failure:
-                self.progress(f"{self.lab}: {sc.name} {failure.kind}: {failure.message}")
-                return failure, time.perf_counter() - t
-        seconds = time.perf_counter() - t
-        self.progress(f"{self.lab}: {sc.name} done in {seconds:.2f} s")
-        return out, seconds
-
-    def finish(self, environment: dict, claims: Sequence[Claim]) -> LabResult:
-        return LabResult(lab=self.lab, started=self.started, seconds=time.perf_counter() - self.t0,
-                         environment=environment, options=self.options,
-                         observations=tuple(self.observations), claims=judge(claims, self.observations),
-                         errors=tuple(self.errors), metrics=self.metrics,
-                         timings=dict(self.scenario_seconds))
 
 
 def context_state(device: int, with_primary: bool = True) -> dict:
@@ -128,3 +55,32 @@ def scenario_output(recorder: Recorder, metrics: dict | None = None) -> dict:
 def capture_environment(device: int) -> dict:
     """The environment, read in a child so the parent never initialises CUDA."""
     return run_isolated("ctxlab.cuda.environment:capture", device, timeout=60)
+
+
+class StepRecorder:
+    """The one step recorder: after each step, the events it caused, then the state a probe reads.
+
+    ``probe(events) -> dict`` reads the state after a step (the thread's context,
+    the primary context, memory in use...); the events are taken first, so the
+    probe's own calls are never counted as the step's. Every step becomes one
+    observation of kind ``what`` whose value holds the step's name under ``label``.
+    """
+
+    def __init__(self, scenario: str, what: str, probe: Callable[[list], dict], label: str = "step",
+                 rec: Recorder | None = None):
+        self.rec = rec or cuda_recorder(scenario)
+        self.what, self.probe, self.label = what, probe, label
+
+    def after(self, step: str, events: list | None = None, **extra: Any) -> dict:
+        """Record the state after ``step`` with ``extra`` fields; return the recorded value."""
+        if events is None:
+            events = self.rec.take_events()
+        value = {self.label: step, **self.probe(events), **extra}
+        # A probe that read the thread's context says so; otherwise the recorder reads it.
+        context = (value["current"] or None, value.get("current_id")) if "current" in value else None
+        self.rec.add(step, self.what, value, context=context, events=events)
+        return value
+
+    def output(self, metrics: dict | None = None) -> dict:
+        """What the scenario hands back to the parent."""
+        return scenario_output(self.rec, metrics)

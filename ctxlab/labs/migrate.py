@@ -13,14 +13,17 @@ context.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
-from ctxlab.claims import Claim, MissingObservation, documented, one, select
+from ctxlab.claims import Claim, one, select, silent_wrong, some, spread
+from ctxlab.lab import Isolation, Lab, LabOptions, OptionError, Scenario, bounded
 
 NAME = "migrate"
 KINDS = ("primary", "created")
 ARRAY_LEN = 1 << 13  # 64 KiB: one block reduces it in a few microseconds
 GLOBAL_START = 1000
 GLOBAL_STEP = 3  # the probe kernel adds this at every handoff
+MAX_HANDOFFS = 10_000_000
 TIMELINE_HANDOFFS = 8  # handoffs per context kind recorded step by step; the rest are counted
 
 RUNTIME_INTEROP = ("CUDA Runtime API, 'Interactions with the CUDA Driver API' "
@@ -34,145 +37,146 @@ ADDRESS_SPACE = ("CUDA Programming Guide, Driver API, Context: 'each context has
                  "(https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#context); against CUDA Driver "
                  "API, Unified Addressing: one virtual address space for all allocations of the process "
                  "(https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__UNIFIED.html)")
+INVALID_CONTEXT = ("CUDA Driver API, CUresult: 'CUDA_ERROR_INVALID_CONTEXT = 201: This most frequently indicates "
+                   "that there is no context bound to the current thread' "
+                   "(https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html)")
 NO_DOC = "no documentation promises this; recorded as observed"
 
 
 # ---------------------------------------------------------------- claims
 
-def _handoffs(obs):
-    found = select(obs, "handoffs verified")
-    if not found:
-        raise MissingObservation("handoffs verified")
-    return found
+HANDOFF = tuple(f"handoff-{kind}" for kind in KINDS)
+CONCURRENT = tuple(f"concurrent-{kind}" for kind in KINDS)
+UNBOUND = tuple(f"unbound-{kind}" for kind in KINDS)
 
 
-def judge_state_travels(obs):
-    summaries = _handoffs(obs)
-    bad = [o for o in summaries if o.value["mismatches"] or not o.value["final_ok"]]
-    total = sum(o.value["verified"] for o in summaries)
-    kinds = ", ".join(f"{o.scenario}: {o.value['verified']} handoffs" for o in summaries)
-    if bad:
-        first = bad[0].value
-        return "fails", f"{len(bad)} context kind(s) lost state; first: {first.get('first_mismatch')}"
-    return "holds", (f"{total} handoffs across {len(summaries)} context kind(s) ({kinds}): pointers, global "
-                     f"address, stream context and values all as the previous thread left them")
+def facts_state_travels(obs):
+    summaries = some(obs, "handoffs verified")
+    lost = [o for o in summaries if o.value["mismatches"] or not o.value["final_ok"]]
+    return {"verified": sum(o.value["verified"] for o in summaries),
+            "handoffs": sum(o.value["handoffs"] for o in summaries),
+            "mismatches": sum(o.value["mismatches"] for o in summaries), "kinds_lost": len(lost),
+            "per_kind": ", ".join(f"{o.scenario}: {o.value['verified']} of {o.value['handoffs']}" for o in summaries),
+            "first": next((o.value["first_mismatch"] for o in lost if o.value["first_mismatch"]), None)}
 
 
-def judge_pointer_context(obs):
-    allocs = select(obs, "allocation context")
-    if not allocs:
-        raise MissingObservation("allocation context")
-    bad = [o for o in allocs if o.value["pointer_context"] != o.value["current_context"]]
-    return documented(not bad, f"{len(allocs)} allocations each name the context current when they were made",
-                      f"{len(bad)} allocations name another context, e.g. {bad[0].value if bad else ''}")
+def facts_pointer_context(obs):
+    allocs = some(obs, "allocation context")
+    other = [o.value for o in allocs if o.value["pointer_context"] != o.value["current_context"]]
+    return {"allocations": len(allocs), "elsewhere": len(other), "example": other[0] if other else None}
 
 
-def judge_several_threads(obs):
-    both = select(obs, "current on two threads")
-    if not both:
-        raise MissingObservation("current on two threads")
-    ok = [o for o in both if o.value["both_current"] and o.value["both_worked"]]
-    return documented(len(ok) == len(both),
-                      f"{len(both)} context kind(s) were current on two threads at once and both threads "
-                      f"allocated and ran kernels in them",
-                      f"not on both threads at once: {[o.value for o in both if o not in ok]}")
+def facts_several_threads(obs):
+    both = some(obs, "current on two threads")
+    return {"kinds": len(both), "current_on_both": sum(bool(o.value["both_current"]) for o in both),
+            "worked_on_both": sum(bool(o.value["both_worked"]) for o in both),
+            "globals": ", ".join(f"{o.value['kind']}: {o.value['global']}" for o in both)}
 
 
-def judge_cupy_current(obs):
-    allocs = select(obs, "cupy allocation")
-    shared = select(obs, "cupy on a thread sharing the context")
-    if not allocs:
-        raise MissingObservation("cupy allocation")
-    moved = [o for o in allocs if o.value["current_before"] != o.value["current_after"]]
-    elsewhere = [o for o in allocs if o.value["pointer_context"] != o.value["current_before"]]
-    parts = [f"{len(allocs)} CuPy allocations: {len(moved)} changed the thread's current context, "
-             f"{len(elsewhere)} landed outside the context current before the call"]
-    parts += [f"first CuPy kernel under a cuCtxCreate context: current context id {o.value['current_before_id']} "
-              f"-> {o.value['current_after_id']}" for o in select(obs, "cupy first kernel")]
-    parts += [f"{o.value['kind']} context, thread {o.value['thread']}: {o.value['outcome']}" for o in shared]
-    return "observed", "; ".join(parts)
+def facts_cupy_current(obs):
+    allocs = some(obs, "cupy allocation")
+    parts = [f"first CuPy kernel under a cuCtxCreate context: current context id {o.value['current_before_id']} "
+             f"-> {o.value['current_after_id']}" for o in select(obs, "cupy first kernel")]
+    parts += [f"{o.value['kind']} context, thread {o.value['thread']}: {o.value['outcome']}"
+              for o in select(obs, "cupy on a thread sharing the context")]
+    return {"allocations": len(allocs),
+            "moved": sum(o.value["current_before"] != o.value["current_after"] for o in allocs),
+            "elsewhere": sum(o.value["pointer_context"] != o.value["current_before"] for o in allocs),
+            "more": "; ".join(parts) or "nothing else recorded"}
 
 
-def judge_runtime_binds_primary(obs):
-    found = select(obs, "runtime call without context")
-    if not found:
-        raise MissingObservation("runtime call without context")
-    bad = [o for o in found if not (o.value["bound_primary"] and o.value["allocation_in_primary"])]
-    devices = sorted({o.value.get("runtime_device", 0) for o in found})
-    other = [o for o in found if o.value.get("runtime_device", 0) != o.value.get("owner_device", 0)]
-    return documented(not bad, f"a thread with no context current got the primary context of device "
-                               f"{', '.join(map(str, devices))} (its own current device) from its first runtime call, "
-                               f"and the allocation belongs to it"
-                      + ("; with a cuCtxCreate context current elsewhere, the runtime silently used the primary"
-                         if any(o.scenario == "unbound-created" for o in found) else "")
-                      + (f"; the owner thread used device {other[0].value['owner_device']}: a new thread does not "
-                         f"inherit it" if other else ""),
-                      f"the runtime bound something else: {bad[0].value if bad else ''}")
+def facts_runtime_binds_primary(obs):
+    found = some(obs, "runtime call without context")
+    return {"threads": len(found),
+            "bound_primary": sum(bool(o.value["bound_primary"]) for o in found),
+            "in_primary": sum(bool(o.value["allocation_in_primary"]) for o in found),
+            "in_owner_context": sum(bool(o.value["allocation_in_owner"]) for o in found
+                                    if o.scenario == "unbound-created"),
+            "devices": ", ".join(f"{o.scenario}: device {o.value['runtime_device']} (owner on "
+                                 f"{o.value['owner_device']})" for o in found)}
 
 
-def judge_driver_without_context(obs):
-    o = one(obs, "driver call without context")
-    return "observed", f"on a thread that never received the context: {o.value['call']} -> {o.value['status']}"
+def facts_driver_without_context(obs):
+    found = some(obs, "driver call without context")
+    return {"statuses": spread(f"{o.value['call']} -> {o.value['status']}" for o in found),
+            "all": [o.value["status"] for o in found]}
 
 
-def judge_cupy_pool(obs):
-    o = one(obs, "cupy pool block reused across contexts")
-    v = o.value
-    if v["same_block"]:
-        return "observed", (f"CuPy's default pool (per device) handed a block freed under the cuCtxCreate context to a "
-                            f"primary-context caller: the new array belongs to context id {v['block_context_id']}, not "
-                            f"the current {v['current_context_id']}; a MemoryPool per context avoids it: "
-                            f"{v['per_context_pool']}")
-    return "observed", f"CuPy's pool did not reuse the block across contexts: {v}"
+def facts_cupy_pool(obs):
+    v = one(obs, "cupy pool block reused across contexts").value
+    return {**v, "reused": "reused" if v["same_block"] else "did not reuse"}
 
 
-def judge_cupy_kernels(obs):
-    found = select(obs, "cupy cached kernel in other context")
-    if not found:
-        raise MissingObservation("cupy cached kernel in other context")
-    parts = [f"{o.value['first_used_in']} -> {o.value['launched_in']}: {o.value['outcome']}" for o in found]
-    return "observed", "CuPy kernel cached under one context, launched under another: " + "; ".join(parts)
+def facts_cupy_kernels(obs):
+    found = some(obs, "cupy cached kernel in other context")
+    by_direction: dict[str, list] = {}
+    for o in found:
+        by_direction.setdefault(f"{o.value['first_used_in']} -> {o.value['launched_in']}", []).append(
+            o.value["outcome"])
+    return {"outcomes": "; ".join(f"{d}: {spread(v)}" for d, v in by_direction.items()),
+            "silent_wrong": silent_wrong(o.value["outcome"] for o in found)}
 
 
-def judge_address_space(obs):
-    o = one(obs, "cross-context dereference")
-    v = o.value
-    if v["read_ok"]:
-        return "changed", (f"a kernel in context {v['reader_context_id']} read memory allocated in context "
-                           f"{v['owner_context_id']} on the same device and got {v['value_read']:#x} (written "
-                           f"{v['value_written']:#x}): one unified address space per process, as the Unified "
-                           f"Addressing documentation says, not one per context")
-    return "holds", f"the kernel in the other context could not dereference the pointer: {v['outcome']}"
+def facts_address_space(obs):
+    return dict(one(obs, "cross-context dereference", "cross-context").value)
 
 
 CLAIMS = (
     Claim("migrate.state-follows-context",
           "Runtime state (allocations, __device__ globals, streams) belongs to the CUcontext and moves with it "
-          "when the context is popped from one thread and pushed onto another.", RUNTIME_INTEROP,
-          judge_state_travels),
+          "when the context is popped from one thread and pushed onto another.", RUNTIME_INTEROP, "promise",
+          HANDOFF, facts_state_travels,
+          "{verified} of {handoffs} handoffs verified ({per_kind}): {mismatches} mismatches of pointer context, "
+          "global address, stream context or values; first: {first}",
+          lambda f: f["verified"] == f["handoffs"] and f["mismatches"] == 0 and f["kinds_lost"] == 0),
     Claim("migrate.pointer-belongs-to-context",
           "CU_POINTER_ATTRIBUTE_CONTEXT names the context in which an allocation was made.", POINTER_ATTR,
-          judge_pointer_context),
+          "promise", HANDOFF + CONCURRENT, facts_pointer_context,
+          "{allocations} cuMemAlloc allocations; {elsewhere} named a context other than the one current when they "
+          "were made (first: {example})",
+          lambda f: f["elsewhere"] == 0),
     Claim("migrate.current-on-several-threads",
-          "A (non-green) context can be current on several host threads at the same time.", CTX_MGMT,
-          judge_several_threads),
+          "A (non-green) context can be current on several host threads at the same time.", CTX_MGMT, "promise",
+          CONCURRENT, facts_several_threads,
+          "{kinds} context kind(s) pushed on a second thread while current on the first: current on both in "
+          "{current_on_both}, allocations and kernels on both threads worked in {worked_on_both} (global after "
+          "two increments: {globals})",
+          lambda f: f["current_on_both"] == f["worked_on_both"] == f["kinds"]),
     Claim("migrate.cupy-current-context",
           "What CuPy does with the context current on the calling thread (pushed, created, shared).", NO_DOC,
-          judge_cupy_current),
+          "observation", HANDOFF + CONCURRENT + ("cupy-caches",), facts_cupy_current,
+          "{allocations} CuPy allocations: {moved} changed the thread's current context, {elsewhere} landed "
+          "outside the context current before the call; {more}"),
     Claim("migrate.runtime-binds-primary",
           "A runtime call on a thread with no current context binds the primary context of that thread's current "
-          "device (device 0 unless the thread chose another).",
-          RUNTIME_INTEROP, judge_runtime_binds_primary),
+          "device (device 0 unless the thread chose another).", RUNTIME_INTEROP, "promise", UNBOUND,
+          facts_runtime_binds_primary,
+          "{threads} thread(s) with no context made a first runtime call (cudaMalloc): {bound_primary} got their "
+          "device's primary context current, {in_primary} allocations belong to it, {in_owner_context} to a "
+          "cuCtxCreate context current on another thread ({devices})",
+          lambda f: f["bound_primary"] == f["in_primary"] == f["threads"]),
     Claim("migrate.driver-call-without-context",
-          "What a driver call needing a context returns on a thread that never received one.", NO_DOC,
-          judge_driver_without_context),
+          "A driver call that needs a context returns CUDA_ERROR_INVALID_CONTEXT on a thread with no context "
+          "current ('no context bound to the current thread').", INVALID_CONTEXT, "promise", UNBOUND,
+          facts_driver_without_context, "on a thread that never received the context: {statuses}",
+          lambda f: set(f["all"]) == {"CUDA_ERROR_INVALID_CONTEXT"}),
     Claim("migrate.cupy-pool-across-contexts",
-          "CuPy's default memory pool under a context other than the primary one.", NO_DOC, judge_cupy_pool),
+          "CuPy's default memory pool under a context other than the primary one.", NO_DOC, "observation",
+          ("cupy-caches",), facts_cupy_pool,
+          "CuPy's default pool (per device) {reused} a block freed under a cuCtxCreate context for a caller in the "
+          "primary context: the new array belongs to context id {block_context_id}, the current one is "
+          "{current_context_id}; with a MemoryPool made under the primary context: {per_context_pool}"),
     Claim("migrate.cupy-kernel-cache-across-contexts",
-          "CuPy's compiled-kernel cache when the current context changes.", NO_DOC, judge_cupy_kernels),
+          "CuPy's compiled-kernel cache when the current context changes.", NO_DOC, "observation",
+          ("cupy-caches", "cupy-kernel-reverse"), facts_cupy_kernels,
+          "a CuPy kernel cached under one context, launched under another: {outcomes}; wrong values returned "
+          "without an error: {silent_wrong}"),
     Claim("migrate.own-address-space",
           "Each context has its own address space: memory of one context cannot be dereferenced in another.",
-          ADDRESS_SPACE, judge_address_space),
+          ADDRESS_SPACE, "old-text", ("cross-context",), facts_address_space,
+          "a kernel in context {reader_context_id} dereferenced memory allocated in context {owner_context_id} on "
+          "the same device: {outcome}, read {value_read} (written {value_written})",
+          lambda f: not f["read_ok"]),
 )
 
 
@@ -218,6 +222,18 @@ def _driver_alloc(rec, step):
     return ptr
 
 
+# The same reduction CuPy compiles into a kernel of its own; its right answer, computed on the host.
+FRESH_KERNEL_SUM = round(sum((i * 3.5 + 1.25) ** 0.5 for i in range(64)), 3)
+
+
+def _fresh_kernel() -> float:
+    """A CuPy kernel no other step of the scenario uses: it is compiled and cached where it first runs."""
+    import cupy
+
+    a = cupy.arange(64, dtype=cupy.float64)
+    return round(float(cupy.sqrt(a * 3.5 + 1.25).sum()), 3)
+
+
 def _keep_current(rec, step: str, ctx: int, after: str) -> None:
     """If a CuPy call left another context current, record it and put ``ctx`` back."""
     from ctxlab.cuda import driver as drv
@@ -229,8 +245,8 @@ def _keep_current(rec, step: str, ctx: int, after: str) -> None:
         drv.set_current(ctx)
 
 
-def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, bare: bool = True) -> dict:
-    """The relay, in a child process: every handoff verified; then bare handoffs for the rate.
+class Relay:
+    """migrate's verified relay in a child process: setup on the first thread, then every handoff checked.
 
     The array is allocated with CuPy and filled from the host. Each handoff reads
     it and the global and changes both with one launch of the probe's
@@ -239,135 +255,164 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
     current context, keep CuPy's per-device kernel cache out of the relay (the
     cupy-caches scenario shows what that cache does).
     """
-    import ctypes
 
-    import cupy
-    import numpy
+    def __init__(self, device: int, kind: str, threads: int, rounds: int):
+        import numpy
 
-    from ctxlab.cuda import driver as drv
-    from ctxlab.cuda.environment import init_driver
-    from ctxlab.cuda.errors import check as ok_or_raise
-    from ctxlab.cuda.kernels import VERIFY_THREADS, ProbeModule
-    from ctxlab.harness.isolate import report_progress
-    from ctxlab.harness.threads import Choreography, Step, relay_steps
-    from ctxlab.labs.common import cuda_recorder, scenario_output
+        from ctxlab.cuda.environment import init_driver
+        from ctxlab.labs.common import cuda_recorder
 
-    driver = init_driver()
-    rec = cuda_recorder(scenario=f"handoff-{kind}")
-    names = [f"worker-{i + 1}" for i in range(threads)]
-    s: dict = {"verified": 0, "mismatches": 0, "first_mismatch": None, "index": 0}
-    initial = numpy.arange(ARRAY_LEN, dtype=numpy.int64) * 7 + 11  # known, non-trivial contents
+        self.driver = init_driver()
+        self.device, self.kind, self.rounds = device, kind, rounds
+        self.rec = cuda_recorder(scenario=f"handoff-{kind}")
+        self.names = [f"worker-{i + 1}" for i in range(threads)]
+        self.initial = numpy.arange(ARRAY_LEN, dtype=numpy.int64) * 7 + 11  # known, non-trivial contents
+        self.verified = self.mismatches = self.index = 0
+        self.first_mismatch: dict | None = None
+        self.final_ok = False
 
-    def setup(_):
-        ctx = _make_context(kind, device)
-        s["ctx"], s["ctx_id"] = ctx, drv.context_id(ctx)
-        rec.add("setup", "context made", {"kind": kind, "handle": ctx, "id": s["ctx_id"]})
+    def setup(self, _):
+        """Thread 1: the context, a CuPy array, a driver allocation, the probe's global, a stream; then pop."""
+        import ctypes
+
+        import cupy
+
+        from ctxlab.cuda import driver as drv
+        from ctxlab.cuda.kernels import VERIFY_THREADS, ProbeModule
+
+        rec = self.rec
+        self.ctx = ctx = _make_context(self.kind, self.device)
+        self.ctx_id = drv.context_id(ctx)
+        rec.add("setup", "context made", {"kind": self.kind, "handle": ctx, "id": self.ctx_id})
         a = _cupy_alloc(rec, "setup", lambda: cupy.empty(ARRAY_LEN, dtype=cupy.int64), "a")
         _keep_current(rec, "setup", ctx, "cupy.empty")
-        drv.copy_to_device(a.data.ptr, initial.tobytes())
-        s["a"], s["sum"] = a, int(initial.sum())
-        s["dptr"] = _driver_alloc(rec, "setup")  # a driver allocation, followed like the CuPy one
-        s["out"] = drv.host_alloc_mapped(16)  # what the kernel read, written straight to the host
-        s["seen"] = (ctypes.c_longlong * 2).from_address(s["out"])
-        probe = ProbeModule.load()
+        drv.copy_to_device(a.data.ptr, self.initial.tobytes())
+        self.a, self.sum = a, int(self.initial.sum())
+        self.dptr = _driver_alloc(rec, "setup")  # a driver allocation, followed like the CuPy one
+        out = drv.host_alloc_mapped(16)  # what the kernel read, written straight to the host
+        self.seen = (ctypes.c_longlong * 2).from_address(out)
+        self.probe = probe = ProbeModule.load()
         probe.write_global(GLOBAL_START)
-        s["probe"], s["global"] = probe, GLOBAL_START
+        self.global_value = GLOBAL_START
         stream = cupy.cuda.Stream(non_blocking=True)
         _keep_current(rec, "setup", ctx, "cupy.cuda.Stream")
-        s["stream"], s["cu_stream"] = stream, driver.CUstream(stream.ptr)
-        s["stream_ctx"] = drv.stream_context(stream.ptr)
-        s["handoff"] = probe.packed("verify_and_update",
-                                    [(a.data.ptr, ctypes.c_void_p), (ARRAY_LEN, ctypes.c_longlong),
-                                     (GLOBAL_STEP, ctypes.c_longlong), (s["out"], ctypes.c_void_p)],
-                                    1, VERIFY_THREADS)
+        self.stream, self.cu_stream = stream, self.driver.CUstream(stream.ptr)
+        self.stream_ctx = drv.stream_context(stream.ptr)
+        self.launch = probe.packed("verify_and_update",
+                                   [(a.data.ptr, ctypes.c_void_p), (ARRAY_LEN, ctypes.c_longlong),
+                                    (GLOBAL_STEP, ctypes.c_longlong), (out, ctypes.c_void_p)], 1, VERIFY_THREADS)
         rec.add("setup", "global", {"address": probe.global_address, "value": probe.read_global()})
-        rec.add("setup", "stream context", {"stream": stream.ptr, "context": s["stream_ctx"]})
+        rec.add("setup", "stream context", {"stream": stream.ptr, "context": self.stream_ctx})
         popped = drv.pop()
         rec.add("setup", "popped", {"handle": popped, "same": popped == ctx}, context=(None, None))
-        s["t0"] = time.perf_counter()
+        self.t0 = time.perf_counter()
         return popped
 
-    def check(label, seen, expected, r):
-        if seen != expected:
-            s["mismatches"] += 1
-            if s["first_mismatch"] is None:
-                s["first_mismatch"] = {"check": label, "seen": seen, "expected": expected, "round": r,
-                                       "handoff": s["index"]}
-            if s["mismatches"] <= 64:
-                rec.add("handoff", "mismatch", {"check": label, "seen": seen, "expected": expected}, round=r)
-            return False
-        return True
+    def check(self, label: str, seen, expected, r: int) -> bool:
+        """One verification; the first mismatches are recorded, all are counted."""
+        if seen == expected:
+            return True
+        self.mismatches += 1
+        if self.first_mismatch is None:
+            self.first_mismatch = {"check": label, "seen": seen, "expected": expected, "round": r,
+                                   "handoff": self.index}
+        if self.mismatches <= 64:
+            self.rec.add("handoff", "mismatch", {"check": label, "seen": seen, "expected": expected}, round=r)
+        return False
 
-    module_get_global = driver.cuModuleGetGlobal
-    sync = driver.cuStreamSynchronize
+    def step(self, r: int):
+        """Round ``r``'s handoff: push, verify everything thread 1 and the previous thread left, update, pop."""
+        from ctxlab.cuda import driver as drv
+        from ctxlab.cuda.errors import check as ok_or_raise
 
-    def make_step(r):
-        def step(ctx):
-            before = drv.current()
-            ok = check("no context before push", before.handle, 0, r)
+        module_get_global, sync = self.driver.cuModuleGetGlobal, self.driver.cuStreamSynchronize
+
+        def handoff(ctx):
+            ok = self.check("no context before push", drv.current().handle, 0, r)
             drv.push(ctx)
             cur = drv.current()
-            ok &= check("current context", (cur.handle, cur.id), (s["ctx"], s["ctx_id"]), r)
-            ok &= check("array pointer context", drv.pointer_context(s["a"].data.ptr), s["ctx"], r)
-            ok &= check("driver pointer context", drv.pointer_context(s["dptr"]), s["ctx"], r)
-            address = int(ok_or_raise(module_get_global(s["probe"].module, b"probe_global"), "cuModuleGetGlobal")[0])
-            ok &= check("global address", address, s["probe"].global_address, r)
-            stream = s["cu_stream"]
-            ok &= check("stream context", drv.stream_context(stream), s["stream_ctx"], r)
-            s["handoff"](stream)
-            ok_or_raise(sync(stream), "cuStreamSynchronize")
-            total, value = s["seen"]
-            ok &= check("array sum left by the previous thread", total, s["sum"], r)
-            ok &= check("global left by the previous thread", value, s["global"], r)
-            s["sum"] += ARRAY_LEN
-            s["global"] += GLOBAL_STEP
-            if s["index"] < TIMELINE_HANDOFFS:
-                rec.add("handoff", "verified", {"array_sum": total, "global": value, "all_checks": bool(ok)}, round=r)
+            ok &= self.check("current context", (cur.handle, cur.id), (self.ctx, self.ctx_id), r)
+            ok &= self.check("array pointer context", drv.pointer_context(self.a.data.ptr), self.ctx, r)
+            ok &= self.check("driver pointer context", drv.pointer_context(self.dptr), self.ctx, r)
+            address = int(ok_or_raise(module_get_global(self.probe.module, b"probe_global"), "cuModuleGetGlobal")[0])
+            ok &= self.check("global address", address, self.probe.global_address, r)
+            ok &= self.check("stream context", drv.stream_context(self.cu_stream), self.stream_ctx, r)
+            self.launch(self.cu_stream)
+            ok_or_raise(sync(self.cu_stream), "cuStreamSynchronize")
+            total, value = self.seen
+            ok &= self.check("array sum left by the previous thread", total, self.sum, r)
+            ok &= self.check("global left by the previous thread", value, self.global_value, r)
+            self.sum += ARRAY_LEN
+            self.global_value += GLOBAL_STEP
+            if self.index < TIMELINE_HANDOFFS:
+                self.rec.add("handoff", "verified", {"array_sum": total, "global": value, "all_checks": bool(ok)},
+                             round=r)
             else:
-                rec.discard_events()
+                self.rec.discard_events()
             popped = drv.pop()
-            ok &= check("popped the same context", popped, s["ctx"], r)
-            s["verified"] += 1 if ok else 0
-            s["index"] += 1
+            ok &= self.check("popped the same context", popped, self.ctx, r)
+            self.verified += 1 if ok else 0
+            self.index += 1
             return popped
-        return step
 
-    steps = [Step(names[0], "setup", setup)]
-    for r in range(rounds):
-        steps += [Step(name, "handoff", make_step(r), round=r) for name in names]
-    total = len(steps) - 1
+        return handoff
 
-    def finish(ctx):
-        s["t1"] = time.perf_counter()
+    def finish(self, ctx):
+        """The last thread: every element and the global hold exactly what all handoffs added."""
+        import numpy
+
+        from ctxlab.cuda import driver as drv
+
+        self.t1 = time.perf_counter()
+        total = self.index
         drv.push(ctx)
-        final = numpy.frombuffer(drv.copy_from_device(s["a"].data.ptr, ARRAY_LEN * 8), dtype=numpy.int64)
-        final_global = s["probe"].read_global()
+        final = numpy.frombuffer(drv.copy_from_device(self.a.data.ptr, ARRAY_LEN * 8), dtype=numpy.int64)
+        final_global = self.probe.read_global()
         expect_global = GLOBAL_START + GLOBAL_STEP * total
-        rec.add("finish", "final values", {"array_sum": int(final.sum()), "expected_sum": int(initial.sum()) + ARRAY_LEN * total,
-                                           "every_element": bool((final == initial + total).all()),
-                                           "global": final_global, "expected_global": expect_global})
-        s["final_ok"] = bool((final == initial + total).all()) and final_global == expect_global
+        every = bool((final == self.initial + total).all())
+        self.rec.add("finish", "final values",
+                     {"array_sum": int(final.sum()), "expected_sum": int(self.initial.sum()) + ARRAY_LEN * total,
+                      "every_element": every, "global": final_global, "expected_global": expect_global})
+        self.final_ok = every and final_global == expect_global
         drv.pop()
         return ctx
 
-    steps.append(Step(names[-1], "finish", finish))
-    choreo = Choreography(names, timeout=timeout, progress=report_progress, progress_every=max(64, total // 50))
+    def steps(self) -> list:
+        from ctxlab.harness.threads import Step
+
+        steps = [Step(self.names[0], "setup", self.setup)]
+        for r in range(self.rounds):
+            steps += [Step(name, "handoff", self.step(r), round=r) for name in self.names]
+        return steps + [Step(self.names[-1], "finish", self.finish)]
+
+
+def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, bare: bool = True) -> dict:
+    """The relay, in a child process: every handoff verified; then bare handoffs for the rate."""
+    from ctxlab.cuda import driver as drv
+    from ctxlab.harness.isolate import report_progress
+    from ctxlab.harness.threads import Choreography, relay_steps
+    from ctxlab.labs.common import scenario_output
+
+    relay = Relay(device, kind, threads, rounds)
+    steps = relay.steps()
+    total = len(steps) - 2
+    choreo = Choreography(relay.names, timeout=timeout, progress=report_progress, progress_every=max(64, total // 50))
     ctx = choreo.run(steps)
-    rec.add("summary", "handoffs verified",
-            {"verified": s["verified"], "handoffs": total, "mismatches": s["mismatches"],
-             "first_mismatch": s["first_mismatch"], "final_ok": s["final_ok"], "threads": threads,
-             "rounds": rounds}, context=(ctx, s["ctx_id"]))
-    metrics = {f"{kind}: verified handoffs/s": total / (s["t1"] - s["t0"])}
+    relay.rec.add("summary", "handoffs verified",
+                  {"verified": relay.verified, "handoffs": total, "mismatches": relay.mismatches,
+                   "first_mismatch": relay.first_mismatch, "final_ok": relay.final_ok, "threads": threads,
+                   "rounds": rounds}, context=(ctx, relay.ctx_id))
+    metrics = {f"{kind}: verified handoffs/s": total / (relay.t1 - relay.t0)}
     if bare:
         def bare_step(c):
             drv.push(c)
             return drv.pop()
 
-        bare_steps = relay_steps(names, rounds, "bare handoff", bare_step)
+        bare_steps = relay_steps(relay.names, rounds, "bare handoff", bare_step)
         t0 = time.perf_counter()
-        Choreography(names, timeout=timeout).run(bare_steps, ctx)
+        Choreography(relay.names, timeout=timeout).run(bare_steps, ctx)
         metrics[f"{kind}: bare handoffs/s"] = len(bare_steps) / (time.perf_counter() - t0)
-    return scenario_output(rec, metrics)
+    return scenario_output(relay.rec, metrics)
 
 
 def concurrent(device: int, kind: str) -> dict:
@@ -375,8 +420,9 @@ def concurrent(device: int, kind: str) -> dict:
     import cupy
 
     from ctxlab.cuda import driver as drv
-    from ctxlab.cuda.errors import CudaError, from_exception
+    from ctxlab.cuda.errors import CudaError
     from ctxlab.cuda.kernels import ProbeModule
+    from ctxlab.cuda.outcome import checked
     from ctxlab.harness.threads import Choreography, Step
     from ctxlab.labs.common import cuda_recorder, scenario_output
 
@@ -412,13 +458,14 @@ def concurrent(device: int, kind: str) -> dict:
     def cupy_work(label):
         def step(ctx):
             before = drv.current().handle
-            try:
-                x = cupy.full(1024, 5, dtype=cupy.int32)
-                outcome = f"ok (sum {int((x * 2).sum())})"
-                owner = drv.pointer_context(x.data.ptr)
-            except Exception as exc:
-                err = from_exception(exc)
-                outcome, owner = (err.name if err else f"{type(exc).__name__}: {exc}"), None
+            made: dict = {}
+
+            def work():
+                made["x"] = cupy.full(1024, 5, dtype=cupy.int32)
+                return int((made["x"] * 2).sum())
+
+            outcome = checked(work, 1024 * 10)
+            owner = drv.pointer_context(made["x"].data.ptr) if "x" in made else None
             rec.add("cupy work", "cupy on a thread sharing the context",
                     {"thread": label, "kind": kind, "outcome": outcome, "current_before": before,
                      "current_after": drv.current().handle, "pointer_context": owner, "context": s["ctx"]})
@@ -490,7 +537,7 @@ def cupy_caches(device: int) -> dict:
     import cupy
 
     from ctxlab.cuda import driver as drv
-    from ctxlab.cuda.errors import from_exception
+    from ctxlab.cuda.outcome import checked
     from ctxlab.harness.threads import Choreography, Step
     from ctxlab.labs.common import cuda_recorder, scenario_output
 
@@ -535,13 +582,7 @@ def cupy_caches(device: int) -> dict:
             out = {}
             for ctx_name in (first, then):
                 drv.set_current(s[ctx_name])
-                try:
-                    a = cupy.arange(64, dtype=cupy.float64)
-                    value = float(cupy.sqrt(a * 3.5 + 1.25).sum())  # a kernel not used before in this process
-                    out[ctx_name] = f"ok ({value:.3f})"
-                except Exception as exc:
-                    err = from_exception(exc)
-                    out[ctx_name] = err.name if err else f"{type(exc).__name__}: {exc}"
+                out[ctx_name] = checked(_fresh_kernel, FRESH_KERNEL_SUM)  # a kernel not used before in this process
             rec.add(label, "cupy cached kernel in other context",
                     {"first_used_in": first, "launched_in": then, "outcome": out[then], "first": out[first]})
             drv.set_current(0)
@@ -560,21 +601,15 @@ def cupy_kernel_reverse(device: int, label: str = "cupy-kernel-reverse") -> dict
     import cupy
 
     from ctxlab.cuda import driver as drv
-    from ctxlab.cuda.errors import from_exception
+    from ctxlab.cuda.outcome import checked
     from ctxlab.labs.common import cuda_recorder, scenario_output
 
     rec = cuda_recorder(scenario=label)
     cupy.cuda.runtime.setDevice(device)
-    a = cupy.arange(64, dtype=cupy.float64)
-    first = f"ok ({float(cupy.sqrt(a * 3.5 + 1.25).sum()):.3f})"
+    first = checked(_fresh_kernel, FRESH_KERNEL_SUM)
     primary = drv.current().handle
     created = drv.create_context(device)
-    try:
-        b = cupy.arange(64, dtype=cupy.float64)
-        outcome = f"ok ({float(cupy.sqrt(b * 3.5 + 1.25).sum()):.3f})"
-    except Exception as exc:
-        err = from_exception(exc)
-        outcome = err.name if err else f"{type(exc).__name__}: {exc}"
+    outcome = checked(_fresh_kernel, FRESH_KERNEL_SUM)
     rec.add("kernel", "cupy cached kernel in other context",
             {"first_used_in": "primary", "launched_in": "created", "outcome": outcome, "first": first,
              "primary": primary, "created": created})
@@ -618,26 +653,43 @@ def cross_context(device: int) -> dict:
 
 # ---------------------------------------------------------------- the lab
 
-def run(options: dict, progress=None, on_handoff_progress=None):
-    from ctxlab.labs.common import LabRun, Scenario, capture_environment
+@dataclass(frozen=True)
+class MigrateOptions(LabOptions):
+    """migrate's options: how many threads relay the context, how often, which kind of context."""
 
-    device, threads, rounds = options["device"], options["threads"], options["rounds"]
-    kinds = KINDS if options["context"] == "both" else (options["context"],)
-    lab = LabRun(NAME, options, progress)
-    environment = capture_environment(device)
-    here = "ctxlab.labs.migrate"
-    # Budget: a generous floor plus what the slowest plausible rate would need.
-    relay_timeout = 120 + threads * rounds * 0.002
-    scenarios = []
+    threads: int = field(default=4, metadata=bounded(1, 1024))
+    rounds: int = field(default=3, metadata=bounded(1, 1_000_000))
+    context: str = "both"
+    timeout: float = field(default=30.0, metadata=bounded(0.1, 3600))  # one handoff's watchdog
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.context not in (*KINDS, "both"):
+            raise OptionError(f"--context: {self.context!r} is not one of {', '.join((*KINDS, 'both'))}")
+        if self.threads * self.rounds > MAX_HANDOFFS:
+            raise OptionError(f"--threads x --rounds = {self.threads * self.rounds:,} handoffs is more than "
+                              f"{MAX_HANDOFFS:,}")
+
+
+def scenarios(options: MigrateOptions) -> list[Scenario]:
+    """The relay for each chosen kind, its side scenarios, and the CuPy and cross-context ones."""
+    here, device = "ctxlab.labs.migrate", options.device
+    kinds = KINDS if options.context == "both" else (options.context,)
+    # A generous floor plus what the slowest plausible rate would need.
+    relay_timeout = 120 + options.threads * options.rounds * 0.002
+    out = []
     for kind in kinds:
-        scenarios += [
-            Scenario(f"handoff-{kind}", f"{here}:handoff", (device, kind, threads, rounds, options["timeout"]),
-                     timeout=relay_timeout, exclusive=True, on_progress=on_handoff_progress),  # it measures rates
+        out += [
+            Scenario(f"handoff-{kind}", f"{here}:handoff",
+                     (device, kind, options.threads, options.rounds, options.timeout), timeout=relay_timeout,
+                     isolation=Isolation.GPU_ALONE, reports_progress=True),  # it measures rates
             Scenario(f"concurrent-{kind}", f"{here}:concurrent", (device, kind)),
             Scenario(f"unbound-{kind}", f"{here}:unbound", (device, kind)),
         ]
-    scenarios += [Scenario("cupy-caches", f"{here}:cupy_caches", (device,)),
-                  Scenario("cupy-kernel-reverse", f"{here}:cupy_kernel_reverse", (device,)),
+    return out + [Scenario("cupy-caches", f"{here}:cupy_caches", (device,), undefined=True),
+                  Scenario("cupy-kernel-reverse", f"{here}:cupy_kernel_reverse", (device,), undefined=True),
                   Scenario("cross-context", f"{here}:cross_context", (device,))]
-    lab.run_all(scenarios)
-    return lab.finish(environment, CLAIMS)
+
+
+LAB = Lab(NAME, "If a context belongs to a host thread, how do other threads reach it, and do pointers, "
+                "__device__ globals and streams follow it?", MigrateOptions, CLAIMS, scenarios)

@@ -1,0 +1,78 @@
+"""The Python API: what every command does, with typed objects back.
+
+    >>> import ctxlab
+    >>> result = ctxlab.run("migrate", device=0, threads=8)   # a LabResult
+    >>> [c.verdict for c in result.claims]
+    >>> runs = ctxlab.check(labs=["refcount"], devices=[0])    # one LabResult per lab and GPU
+    >>> ctxlab.load("labs/results/check.json")                 # results recorded anywhere
+    >>> ctxlab.claims()                                        # the catalogue of claims
+
+The CLI is a thin layer over these functions.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable, Sequence
+
+from ctxlab.claims import Claim
+from ctxlab.lab import Lab
+from ctxlab.record import LabResult
+
+
+def labs(registry: dict[str, str] | None = None) -> list[Lab]:
+    """Every lab, in the order ``check`` runs them."""
+    from ctxlab.labs import LABS, get_lab
+
+    return [get_lab(name, registry) for name in (registry or LABS)]
+
+
+def run(name: str, progress: Callable[[str], None] | None = None,
+        on_progress: Callable[[int, int], None] | None = None, **options: Any) -> LabResult:
+    """Run one lab on this machine's GPU and return its result.
+
+    ``options`` are the lab's (``device``, ``trace``, ``repeats`` and e.g. migrate's
+    ``threads``); bad values raise ``OptionError``, a missing GPU ``NoGpu``, a device
+    that does not exist ``BadDevice``. ``progress`` receives one line per scenario;
+    ``on_progress(done, total)`` the handoffs of a long relay.
+    """
+    from ctxlab.cuda.environment import require_device
+    from ctxlab.harness.runner import run_lab
+    from ctxlab.labs import get_lab
+
+    lab = get_lab(name)
+    chosen = lab.make_options(**options)
+    require_device(chosen.device)
+    if chosen.trace:
+        from ctxlab.trace import require_cupti
+
+        require_cupti()
+    return run_lab(lab, chosen, progress, on_progress)
+
+
+def check(names: Sequence[str] | None = None, devices: Sequence[int] = (0,), *, timeout: float | None = None,
+          jobs: int = 4, repeats: int | None = None, progress: Callable[[LabResult], None] | None = None,
+          registry: dict[str, str] | None = None) -> list[LabResult]:
+    """Every lab (or ``names``) on every GPU in ``devices``, isolated: one LabResult per lab and GPU.
+
+    A lab whose own code breaks becomes a result holding that error; the others go on.
+    """
+    from ctxlab.check import run_check
+
+    return run_check(list(names) if names else None, list(devices), timeout=timeout, jobs=jobs, repeats=repeats,
+                     progress=progress, registry=registry)
+
+
+def load(path: str | os.PathLike) -> list[LabResult]:
+    """The runs in a result file (schema ctxlab/1); ``ResultFileError`` for anything else."""
+    from ctxlab.record import load_runs
+
+    return load_runs(path)
+
+
+def claims(names: Iterable[str] | None = None) -> tuple[Claim, ...]:
+    """The catalogue: every claim of every lab (or of ``names``), in lab order."""
+    from ctxlab.labs import get_lab
+
+    chosen = list(names) if names is not None else [lab.name for lab in labs()]
+    return tuple(claim for name in chosen for claim in get_lab(name).claims)

@@ -1,0 +1,52 @@
+"""What a call did, as a name: the one outcome helper every lab shares.
+
+Calls expected to fail, or in undefined-behaviour territory, are recorded
+rather than raised. A CUDA status keeps its NAME (``CUDA_ERROR_INVALID_CONTEXT``,
+``cudaErrorInvalidValue``), whichever library raised it (cuda.bindings through
+``errors.check``, CuPy's runtime, driver or NVRTC layer); anything else reads
+``TypeName: message``. A call whose right answer is known is ``correct`` or,
+when it returned a wrong value without an error, ``silent-wrong-result``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ctxlab.cuda.errors import CudaError, from_exception
+from ctxlab.record import SILENT_WRONG
+
+
+def status_name(exc: BaseException) -> str:
+    """The CUDA status name of a library error, or ``TypeName: message`` for anything else."""
+    err = from_exception(exc)
+    return err.name if err else f"{type(exc).__name__}: {exc}"
+
+
+def outcome(fn: Callable[..., Any], *args: Any, call: str | None = None) -> dict:
+    """``{"ok", "status", "value", "call"}`` for ``fn(*args)``; CUDA and CuPy errors become their status name."""
+    try:
+        value = fn(*args)
+    except CudaError as exc:
+        return {"ok": False, "status": exc.name, "call": call or exc.call}
+    except Exception as exc:
+        if from_exception(exc) is None:
+            raise  # not a CUDA error: the experiment itself broke
+        return {"ok": False, "status": status_name(exc), "call": call}
+    return {"ok": True, "status": "CUDA_SUCCESS", "value": value, "call": call}
+
+
+def attempt(fn: Callable[[], Any]) -> str:
+    """``ok (value)`` or the error's name: for calls with no single right answer."""
+    try:
+        return f"ok ({fn()})"
+    except Exception as exc:
+        return status_name(exc)
+
+
+def checked(fn: Callable[[], Any], expected: Any) -> str:
+    """``correct``, ``silent-wrong-result (got X, expected Y)``, or the error's name."""
+    try:
+        got = fn()
+    except Exception as exc:
+        return status_name(exc)
+    return "correct" if got == expected else f"{SILENT_WRONG} (got {got}, expected {expected})"

@@ -1,0 +1,119 @@
+"""The lab model: what every lab declares, in one shape.
+
+A lab is a name, a question, a frozen options dataclass, its claims, the
+scenarios it runs for given options, and its step tables. ``ctxlab.run``,
+``ctxlab check`` and the CLI all run a lab through ``harness.runner.run_lab``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable, Mapping
+
+from ctxlab.claims import Claim
+
+DEFAULT_REPEATS = 3  # runs of each undefined-behaviour scenario, each in a fresh process (check uses it too)
+
+
+class OptionError(ValueError):
+    """An option value out of range: one line, naming the option."""
+
+
+class Isolation(str, Enum):
+    """Where a scenario runs."""
+
+    FORKSERVER = "forkserver"  # a fresh child of the forkserver that imported CuPy and cuda.bindings (no CUDA call)
+    FRESH = "fresh"  # a new interpreter that has imported nothing: for watching imports themselves
+    GPU_ALONE = "gpu-alone"  # a forkserver child that holds the GPU alone: its figures read device-wide state
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One experiment of a lab: ``target`` (``module:function``) called with ``args`` in a child process.
+
+    ``undefined`` marks undefined-behaviour territory (use after release, reset or
+    destroy; cached kernels across contexts): it runs ``repeats`` times, each in a
+    fresh process, and its claims judge over the distribution of outcomes.
+    """
+
+    name: str
+    target: str
+    args: tuple = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    isolation: Isolation = Isolation.FORKSERVER
+    undefined: bool = False
+    timeout: float = 120.0
+    env: Mapping[str, str | None] = field(default_factory=dict)  # None unsets the variable in the child
+    reports_progress: bool = False  # calls harness.isolate.report_progress (long relays)
+
+
+def bounded(low: float, high: float) -> Any:
+    """Field metadata: the option's inclusive range, checked when the options are made."""
+    return {"range": (low, high)}
+
+
+@dataclass(frozen=True)
+class LabOptions:
+    """Options every lab takes. Subclasses add their own fields, with ``bounded`` ranges where they have one."""
+
+    device: int = field(default=0, metadata=bounded(0, 1023))
+    trace: bool = False
+    repeats: int = field(default=DEFAULT_REPEATS, metadata=bounded(1, 100))
+    scenario_timeout: float | None = field(default=None, metadata=bounded(0.1, 86400))  # caps each scenario's own
+    jobs: int | None = field(default=None, metadata=bounded(1, 256))  # scenarios side by side (default: cores)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            validate(f, getattr(self, f.name))
+
+    def to_dict(self) -> dict:
+        """The options as recorded in a result."""
+        return dataclasses.asdict(self)
+
+
+def validate(f: dataclasses.Field, value: Any) -> None:
+    """Reject NaN, infinities, wrong types and values outside a field's range, naming the option."""
+    name = f.name.replace("_", "-")
+    if value is None:
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise OptionError(f"--{name}: {value} is not a finite number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if "range" in f.metadata:
+            raise OptionError(f"--{name}: {value!r} is not a number")
+        return
+    low, high = f.metadata.get("range", (-math.inf, math.inf))
+    if not low <= value <= high:
+        raise OptionError(f"--{name}: {value} is not in the range {low:g} to {high:g}")
+
+
+@dataclass(frozen=True)
+class Lab:
+    """A lab's declaration; see the module docstring."""
+
+    name: str
+    question: str
+    options: type[LabOptions]
+    claims: tuple[Claim, ...]
+    scenarios: Callable[[Any], list[Scenario]]  # options -> the scenarios to run
+    views: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # step tables: kind -> columns
+
+    def __post_init__(self) -> None:
+        ids = [c.id for c in self.claims]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{self.name}: claim ids repeat")
+
+    def make_options(self, **values: Any) -> LabOptions:
+        """Validated options; unknown names are an OptionError naming them."""
+        known = {f.name for f in dataclasses.fields(self.options)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise OptionError(f"{self.name} takes no option {', '.join(unknown)}; it takes {', '.join(sorted(known))}")
+        return self.options(**values)
+
+    def scenario_names(self, options: LabOptions | None = None) -> list[str]:
+        """Every scenario this lab runs with these options (its defaults when none are given)."""
+        return [s.name for s in self.scenarios(options or self.options())]

@@ -1,0 +1,89 @@
+"""Cases for tests/test_claims_can_fail.py: for each claim with a promise (or a
+statement of the old text), edits of a run recorded on a real GPU after which
+the claim holds, and edits after which it fails (or reads ``changed``).
+
+An edit is a function from the recorded observations to new ones. Start from
+the real run and change only the values the claim is about, so each case shows
+that the claim's predicate reads them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from ctxlab.record import Observation
+
+Edit = Callable[[list[Observation]], list[Observation]]
+
+
+@dataclass(frozen=True)
+class Case:
+    """``fixture``: a file under labs/results; ``keep``: edits after which the claim holds
+    (none: the recorded run holds it); ``breaks``: edits after which it fails, or is ``changed``."""
+
+    fixture: str
+    breaks: Sequence[Edit]
+    keep: Sequence[Edit] = ()
+
+
+def _matches(o: Observation, what: str, scenario: str | None, where: Callable[[Any], bool] | None) -> bool:
+    return o.what == what and (scenario is None or o.scenario == scenario) and (where is None or where(o.value))
+
+
+def _set(value: Any, path: str, new: Any) -> Any:
+    if path == "_value":
+        return new
+    head, _, rest = path.partition(".")
+    if not isinstance(value, dict):
+        raise TypeError(f"cannot set {path} in {value!r}")
+    copy = dict(value)
+    copy[head] = _set(copy.get(head), rest, new) if rest else new
+    return copy
+
+
+def edit(what: str, scenario: str | None = None, where: Callable[[Any], bool] | None = None,
+         **fields: Any) -> Edit:
+    """Set value fields (``a__b`` for ``value["a"]["b"]``; ``_value`` for the whole value) in every matching
+    observation; an edit that matches nothing is a broken case and raises."""
+
+    def apply(observations: list[Observation]) -> list[Observation]:
+        hit, out = False, []
+        for o in observations:
+            if _matches(o, what, scenario, where):
+                hit = True
+                value = o.value
+                for key, new in fields.items():
+                    value = _set(value, key.replace("__", "."), new)
+                o = dataclasses.replace(o, value=value)
+            out.append(o)
+        if not hit:
+            raise LookupError(f"the case edits {what!r} in {scenario!r}, which the fixture does not hold")
+        return out
+
+    return apply
+
+
+def repeat_with(what: str, scenario: str, **fields: Any) -> Edit:
+    """Add one more repeat of ``scenario`` whose ``what`` observation has these fields changed
+    (the other repeats stay as recorded): for claims judged over a distribution."""
+
+    def apply(observations: list[Observation]) -> list[Observation]:
+        mine = [o for o in observations if o.scenario == scenario]
+        if not mine:
+            raise LookupError(f"the fixture has no scenario {scenario!r}")
+        last = max((o.repeat or 0) for o in mine) + 1
+        extra = [dataclasses.replace(o, repeat=last) for o in mine]
+        return observations + edit(what, scenario, **fields)(extra)
+
+    return apply
+
+
+def drop(what: str, scenario: str | None = None) -> Edit:
+    """Remove every matching observation."""
+
+    def apply(observations: list[Observation]) -> list[Observation]:
+        return [o for o in observations if not _matches(o, what, scenario, None)]
+
+    return apply
