@@ -142,6 +142,11 @@ def silent_wrong(values: Iterable[Any]) -> int:
     return sum(1 for v in values if str(v).startswith(SILENT_WRONG))
 
 
+def hexed(value: Any) -> str:
+    """A handle, pointer or bit pattern as evidence shows it: hexadecimal (``none`` when absent)."""
+    return f"{value:#x}" if isinstance(value, int) and not isinstance(value, bool) else str(value).lower()
+
+
 def catalogue(claims: Iterable[Claim]) -> list[dict]:
     """What ``ctxlab claims`` lists: id, statement, source, kind, the scenarios that decide it."""
     return [{"id": c.id, "statement": c.statement, "source": c.source, "kind": c.kind,

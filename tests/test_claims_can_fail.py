@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 import ctxlab
+import ctxlab.api
 from ctxlab.record import LabResult
 from tests.claim_cases import Case, drop
 from tests.claim_cases.lifecycle import CASES as LIFECYCLE
@@ -21,13 +22,25 @@ from tests.claim_cases.refcount import CASES as REFCOUNT
 from tests.conftest import RESULTS
 
 CASES: dict[str, Case] = {**MIGRATE, **REFCOUNT, **LIFECYCLE, **MODULES}
-CLAIMS = ctxlab.claims()
+def _catalogue():  # TRANSITION (remove once every lab is on the model): labs not yet converted are left out
+    from ctxlab.labs import LABS
+
+    out = []
+    for name in LABS:
+        try:
+            out += ctxlab.api.claims([name])
+        except (ImportError, AttributeError):
+            pass
+    return tuple(out)
+
+
+CLAIMS = _catalogue()
 JUDGED = [c for c in CLAIMS if c.kind != "observation"]
 BROKEN = {"promise": "fails", "old-text": "changed"}
 
 
 def fixture_run(name: str) -> LabResult:
-    (run,) = ctxlab.load(RESULTS / name)
+    (run,) = ctxlab.api.load(RESULTS / name)
     return run
 
 
@@ -55,7 +68,7 @@ def test_kept_holds_and_broken_fails(claim):
     kept = verdict(claim, apply(case.keep, run.observations))
     assert kept.verdict == "holds", kept.evidence
     for breaking in case.breaks:
-        broken = verdict(claim, apply(case.keep, breaking(list(run.observations))))
+        broken = verdict(claim, breaking(apply(case.keep, run.observations)))
         assert broken.verdict == BROKEN[claim.kind], broken.evidence
         assert broken.evidence != kept.evidence  # the sentence is built from the values, which changed
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ctxlab.claims import Claim, one, select, silent_wrong, some, spread
+from ctxlab.claims import Claim, hexed, one, select, silent_wrong, some, spread
 from ctxlab.lab import Isolation, Lab, LabOptions, OptionError, Scenario, bounded
 
 NAME = "migrate"
@@ -56,6 +56,7 @@ def facts_state_travels(obs):
     return {"verified": sum(o.value["verified"] for o in summaries),
             "handoffs": sum(o.value["handoffs"] for o in summaries),
             "mismatches": sum(o.value["mismatches"] for o in summaries), "kinds_lost": len(lost),
+            "final_ok": sum(bool(o.value["final_ok"]) for o in summaries), "kinds": len(summaries),
             "per_kind": ", ".join(f"{o.scenario}: {o.value['verified']} of {o.value['handoffs']}" for o in summaries),
             "first": next((o.value["first_mismatch"] for o in lost if o.value["first_mismatch"]), None)}
 
@@ -118,7 +119,8 @@ def facts_cupy_kernels(obs):
 
 
 def facts_address_space(obs):
-    return dict(one(obs, "cross-context dereference", "cross-context").value)
+    v = one(obs, "cross-context dereference", "cross-context").value
+    return {**v, "value_read": hexed(v["value_read"]), "value_written": hexed(v["value_written"])}
 
 
 CLAIMS = (
@@ -127,7 +129,8 @@ CLAIMS = (
           "when the context is popped from one thread and pushed onto another.", RUNTIME_INTEROP, "promise",
           HANDOFF, facts_state_travels,
           "{verified} of {handoffs} handoffs verified ({per_kind}): {mismatches} mismatches of pointer context, "
-          "global address, stream context or values; first: {first}",
+          "global address, stream context or values (first: {first}); final array and global as expected in "
+          "{final_ok} of {kinds} relays",
           lambda f: f["verified"] == f["handoffs"] and f["mismatches"] == 0 and f["kinds_lost"] == 0),
     Claim("migrate.pointer-belongs-to-context",
           "CU_POINTER_ATTRIBUTE_CONTEXT names the context in which an allocation was made.", POINTER_ATTR,

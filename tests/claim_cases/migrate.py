@@ -1,0 +1,34 @@
+"""Cases for migrate's claims (see tests/claim_cases/__init__.py)."""
+
+from tests.claim_cases import Case, edit
+
+F = "migrate.json"
+
+CASES: dict[str, Case] = {
+    "migrate.state-follows-context": Case(F, breaks=[
+        edit("handoffs verified", "handoff-created", verified=11, mismatches=1,
+             first_mismatch={"check": "global left by the previous thread", "seen": 1003, "expected": 1006}),
+        edit("handoffs verified", "handoff-primary", final_ok=False),
+    ]),
+    "migrate.pointer-belongs-to-context": Case(F, breaks=[
+        edit("allocation context", "concurrent-created", where=lambda v: True, pointer_context=0x1234),
+    ]),
+    "migrate.current-on-several-threads": Case(F, breaks=[
+        edit("current on two threads", "concurrent-primary", both_current=False),
+        edit("current on two threads", "concurrent-created", both_worked=False),
+    ]),
+    "migrate.runtime-binds-primary": Case(F, breaks=[
+        edit("runtime call without context", "unbound-created", bound_primary=False, allocation_in_primary=False,
+             allocation_in_owner=True),
+    ]),
+    "migrate.driver-call-without-context": Case(F, breaks=[
+        edit("driver call without context", "unbound-primary", status="CUDA_SUCCESS"),
+    ]),
+    "migrate.own-address-space": Case(F, keep=[
+        edit("cross-context dereference", "cross-context", outcome="CUDA_ERROR_ILLEGAL_ADDRESS", value_read=None,
+             read_ok=False),
+    ], breaks=[
+        edit("cross-context dereference", "cross-context", outcome="CUDA_SUCCESS", value_read=0x5EEDCAFE,
+             read_ok=True),
+    ]),
+}
