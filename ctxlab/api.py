@@ -3,7 +3,7 @@
     >>> import ctxlab
     >>> result = ctxlab.run("migrate", device=0, threads=8)   # a LabResult
     >>> [c.verdict for c in result.claims]
-    >>> runs = ctxlab.check(labs=["refcount"], devices=[0])    # one LabResult per lab and GPU
+    >>> runs = ctxlab.check(["refcount"], devices=[0])          # one LabResult per lab and GPU
     >>> ctxlab.load("labs/results/check.json")                 # results recorded anywhere
     >>> ctxlab.claims()                                        # the catalogue of claims
 
@@ -57,7 +57,7 @@ def check(names: Sequence[str] | None = None, devices: Sequence[int] = (0,), *, 
 
     A lab whose own code breaks becomes a result holding that error; the others go on.
     """
-    from ctxlab.check import run_check
+    from ctxlab.suite import run_check
 
     return run_check(list(names) if names else None, list(devices), timeout=timeout, jobs=jobs, repeats=repeats,
                      progress=progress, registry=registry)

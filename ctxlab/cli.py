@@ -33,13 +33,16 @@ def domain_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         from ctxlab.cuda.environment import BadDevice, NoGpu
+        from ctxlab.lab import OptionError
+        from ctxlab.labs import UnknownLab
         from ctxlab.record import ResultFileError
+        from ctxlab.trace import TraceUnavailable
 
         try:
             return fn(*args, **kwargs)
         except NoGpu as exc:
             raise CtxlabError(f"no usable GPU: {exc}") from None
-        except (BadDevice, ResultFileError) as exc:
+        except (BadDevice, ResultFileError, OptionError, UnknownLab, TraceUnavailable) as exc:
             raise CtxlabError(str(exc)) from None
         except OSError as exc:
             raise CtxlabError(f"cannot write output: {exc}") from None
@@ -55,6 +58,19 @@ def device_option(fn):
 def trace_option(fn):
     return click.option("--trace", is_flag=True,
                         help="Attach to each step the driver calls and resource events it caused (CUPTI).")(fn)
+
+
+def repeats_option(fn):
+    from ctxlab.lab import DEFAULT_REPEATS
+
+    return click.option("--repeats", type=click.IntRange(1, 100), default=DEFAULT_REPEATS, show_default=True,
+                        help="Runs of each scenario in undefined-behaviour territory (use after release, reset or "
+                             "destroy), each in a fresh process; its claims judge the distribution of outcomes.")(fn)
+
+
+def lab_options(fn):
+    """What every lab command takes: the GPU, tracing, repeats, the report's format and file."""
+    return device_option(trace_option(repeats_option(output_options(fn))))
 
 
 def output_options(fn):
@@ -209,16 +225,20 @@ def lab_exit(runs) -> None:
         raise SystemExit(EXIT_FAILS)
 
 
-def run_lab(module, options: dict, fmt: str, output: str | None, **kwargs) -> None:
-    """What every lab command does: check, run, report, exit with the verdicts' status."""
-    prepare(options["device"], output, options.get("trace", False))
-    result = module.run(options, progress=say, **kwargs)
+def run_lab(name: str, fmt: str, output: str | None, on_progress=None, **options) -> None:
+    """What every lab command does: check the output path, run through the API, report, exit by the verdicts."""
+    import ctxlab.api
+
+    if output:
+        from ctxlab.record import check_writable
+
+        check_writable(output)
+    result = ctxlab.api.run(name, progress=say, on_progress=on_progress, **options)
     emit([result], fmt, output)
     lab_exit([result])
 
 
 @cli.command()
-@device_option
 @click.option("--threads", "-t", type=click.IntRange(1, 1024), default=4, show_default=True,
               help="Host threads that take turns holding the context.")
 @click.option("--rounds", "-r", type=click.IntRange(1, 1_000_000), default=3, show_default=True,
@@ -227,62 +247,50 @@ def run_lab(module, options: dict, fmt: str, output: str | None, **kwargs) -> No
               show_default=True, help="Which context travels: the runtime's primary one, one from cuCtxCreate, or both.")
 @click.option("--timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
               help="Seconds a single handoff may take before the run stops, naming the thread and step.")
-@trace_option
-@output_options
+@lab_options
 @domain_errors
-def migrate(device, threads, rounds, context, timeout, trace, fmt, output):
+def migrate(threads, rounds, context, timeout, fmt, output, **common):
     """Hand a context between host threads; check that state moves with it.
 
     Thread 1 allocates with CuPy, writes a __device__ global and makes a
     stream; every thread in turn pushes the context, verifies pointers,
     global, stream and values, updates them, pops and hands over. Also: one
     context current on two threads, a thread without the context, CuPy's
-    caches under a second context, and a cross-context dereference, each in
-    its own process.
+    caches under a second context (repeated), and a cross-context dereference,
+    each in its own process.
     """
-    from ctxlab.labs import migrate as lab
-
-    if threads * rounds > 10_000_000:
-        raise CtxlabError(f"--threads x --rounds = {threads * rounds:,} handoffs is more than 10,000,000")
-    options = {"device": device, "threads": threads, "rounds": rounds, "context": context, "timeout": timeout,
-               "trace": trace}
-    run_lab(lab, options, fmt, output, on_handoff_progress=HandoffProgress())
+    run_lab("migrate", fmt, output, on_progress=HandoffProgress(), threads=threads, rounds=rounds, context=context,
+            timeout=timeout, **common)
 
 
 @cli.command()
-@device_option
-@trace_option
-@output_options
+@lab_options
 @domain_errors
-def refcount(device, trace, fmt, output):
+def refcount(fmt, output, **common):
     """Show what keeps a context alive and what release and reset destroy.
 
     Each scenario runs in its own process: the runtime's own references to
     the primary context, releasing without a retain, cudaDeviceReset under
     CuPy, cuDevicePrimaryCtxReset, cuCtxAttach/cuCtxDetach and cuCtxDestroy
-    on a created context, and whether cudaThreadExit still exists.
+    on a created context, and whether cudaThreadExit still exists. Scenarios
+    that use data after a release, reset or destroy run --repeats times.
     """
-    from ctxlab.labs import refcount as lab
-
-    run_lab(lab, {"device": device, "trace": trace}, fmt, output)
+    run_lab("refcount", fmt, output, **common)
 
 
 @cli.command()
-@device_option
-@trace_option
-@output_options
+@lab_options
 @domain_errors
-def lifecycle(device, trace, fmt, output):
+def lifecycle(fmt, output, **common):
     """Show when and by which calls the runtime creates its context, and how to get its handle.
 
     Each sequence runs in a fresh process: import and first calls (in a new
-    interpreter), cudaFree(0), cudaInitDevice, a cuCtxCreate context made first,
-    the handle through cuCtxGetCurrent, a new host thread, and device flags
-    before and after activation. --trace shows the driver calls beneath.
+    interpreter that has imported nothing), cudaFree(0), cudaInitDevice, a
+    cuCtxCreate context made first, the handle through cuCtxGetCurrent, a new
+    host thread, and device flags before and after activation. --trace shows
+    the driver calls beneath.
     """
-    from ctxlab.labs import lifecycle as lab
-
-    run_lab(lab, {"device": device, "trace": trace}, fmt, output)
+    run_lab("lifecycle", fmt, output, **common)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -329,11 +337,9 @@ def trace(only, thread_name, fmt, output, code, module, script_args):
 
 
 @cli.command()
-@device_option
-@trace_option
-@output_options
+@lab_options
 @domain_errors
-def modules(device, trace, fmt, output):
+def modules(fmt, output, **common):
     """Show how and when modules are loaded into a context.
 
     Each scenario runs in a fresh process: the same module under
@@ -341,11 +347,38 @@ def modules(device, trace, fmt, output):
     MODULE_LOADED and by device memory), one module in two contexts, a
     context-independent library (cuLibraryLoadData) in two contexts, nvcc's
     registration stub and a library built with it (needs nvcc), and CuPy's
-    kernel cache under another context.
+    kernel cache under another context (repeated).
     """
-    from ctxlab.labs import modules as lab
+    run_lab("modules", fmt, output, **common)
 
-    run_lab(lab, {"device": device, "trace": trace}, fmt, output)
+
+@cli.command()
+@click.option("--lab", "lab_names", multiple=True, help="Only this lab's claims (repeat for several).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table",
+              show_default=True, help="A table, JSON, or Markdown.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Write the catalogue here instead of standard output.")
+@domain_errors
+def claims(lab_names, fmt, output):
+    """List the claims the labs judge: id, statement, source, kind, and the scenarios that decide each.
+
+    Kinds: promise (current documentation promises it: holds or fails), old-text
+    (what the old documentation said: holds or changed), observation (nothing
+    promised: recorded as observed). Needs no GPU.
+    """
+    import ctxlab.api
+    from ctxlab.claims import catalogue
+    from ctxlab.report.catalogue import render_catalogue
+
+    entries = catalogue(ctxlab.api.claims(lab_names or None))
+    text = render_catalogue(entries, fmt)
+    if output:
+        from ctxlab.record import atomic_write
+
+        atomic_write(output, text)
+        say(f"wrote {len(entries)} claims to {output}")
+    else:
+        click.echo(text, nl=False)
 
 
 def parse_devices(text: str) -> list[int]:
@@ -372,6 +405,7 @@ def parse_devices(text: str) -> list[int]:
               help="Seconds a lab's scenario may run before it is killed and reported as that lab's error.")
 @click.option("--jobs", type=click.IntRange(1, 64), default=4, show_default=True,
               help="Labs run side by side (labs that need the GPU alone still run one at a time).")
+@repeats_option
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write all results (JSON).")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False), default=None, help="Write JUnit XML.")
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None,
@@ -380,26 +414,22 @@ def parse_devices(text: str) -> list[int]:
               help="A recorded check JSON to compare with: every verdict or observed outcome that differs is drift.")
 @click.option("--fail-on-drift", is_flag=True, help="Exit 1 when anything drifted from --baseline.")
 @domain_errors
-def check(devices, only, timeout, jobs, json_path, junit_path, markdown_path, baseline, fail_on_drift):
+def check(devices, only, timeout, jobs, repeats, json_path, junit_path, markdown_path, baseline, fail_on_drift):
     """Run every lab, isolated, and report for CI: exit 1 when a documented claim fails or a lab errors.
 
     One line per lab as it ends. Exit status: 0 when no claim fails and every
     lab ran, 1 otherwise (or on drift with --fail-on-drift), 2 for usage or
     environment problems such as no GPU.
     """
-    from ctxlab.check import drift, run_check, summary_markdown
-    from ctxlab.labs import LABS
+    import ctxlab.api
+    from ctxlab.suite import drift, drift_line, progress_line, select_labs, summary_markdown
     from ctxlab.record import atomic_write, check_writable, dumps, load_runs
     from ctxlab.report import render
-    from ctxlab.report.text import verdict_counts
 
-    names = list(LABS)
-    if only:
-        names = [n.strip() for n in only.split(",") if n.strip()]
-        unknown = [n for n in names if n not in LABS]
-        if unknown or not names:
-            raise click.BadParameter(f"unknown lab(s) {', '.join(unknown) or only!r}: choose from {', '.join(LABS)}",
-                                     param_hint="--only")
+    try:
+        names = select_labs(only)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--only") from None
     if fail_on_drift and not baseline:
         raise click.UsageError("--fail-on-drift needs --baseline")
     for path in (json_path, junit_path, markdown_path):
@@ -407,14 +437,9 @@ def check(devices, only, timeout, jobs, json_path, junit_path, markdown_path, ba
             check_writable(path)
     base = load_runs(baseline) if baseline else None
     chosen = parse_devices(devices)
-
-    def line(run):
-        counts = ", ".join(f"{n} {v}" for v, n in sorted(verdict_counts(run).items()))
-        errors = f", {len(run.errors)} error(s)" if run.errors else ""
-        say(f"{run.lab} on GPU {run.options.get('device', '?')}: {counts or 'no claims'}{errors} ({run.seconds:.2f} s)")
-
     t0 = time.perf_counter()
-    runs = run_check(names, chosen, timeout=timeout, jobs=jobs, progress=line)
+    runs = ctxlab.api.check(names, chosen, timeout=timeout, jobs=jobs, repeats=repeats,
+                            progress=lambda run: say(progress_line(run)))
     drifted = drift(runs, base) if base is not None else None
     say(f"check: {len(runs)} lab run(s) in {time.perf_counter() - t0:.2f} s")
     if not (json_path or junit_path or markdown_path):
@@ -426,7 +451,7 @@ def check(devices, only, timeout, jobs, json_path, junit_path, markdown_path, ba
     if markdown_path:
         atomic_write(markdown_path, summary_markdown(runs, drifted))
     for d in drifted or ():
-        say(f"drift: {d['claim']}: {d['change']}: now {d['now']}" + (f" (was {d['was']})" if "was" in d else ""))
+        say(f"drift: {drift_line(d)}")
     if any(run.failed for run in runs) or (fail_on_drift and drifted):
         raise SystemExit(EXIT_FAILS)
 

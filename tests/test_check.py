@@ -3,8 +3,8 @@ import dataclasses
 import pytest
 from click.testing import CliRunner
 
-from ctxlab import check as check_module
-from ctxlab.check import drift, normalize, run_check, summary_markdown
+from ctxlab import suite as check_module
+from ctxlab.suite import drift, normalize, run_check, summary_markdown
 from ctxlab.cli import cli
 from ctxlab.record import dumps, parse_runs
 from ctxlab.report.merge import render_html, render_markdown
@@ -21,6 +21,7 @@ def test_a_crashing_and_a_hanging_lab_are_reported_and_the_rest_run():
     assert not by["ok"].failed and by["ok"].claims[0].verdict == "holds"
     assert by["crash"].errors[0]["kind"] == "crash" and "about to crash" in by["crash"].errors[0]["output_tail"]
     assert by["hang"].errors[0]["kind"] == "timeout" and "hanging" in by["hang"].errors[0]["output_tail"]
+    assert by["crash"].claims[0].verdict == "error"  # its promise was never observed: error, not skipped
     assert by["fails"].failed and by["fails"].claims[0].verdict == "fails"
     assert len(lines) == 4  # one progress line per lab as it ends
 
@@ -29,6 +30,21 @@ def test_a_lab_whose_own_code_breaks_is_an_error_of_that_lab():
     registry = {**REGISTRY, "broken": "tests.fake_labs:DOES_NOT_EXIST"}
     (run,) = run_check(["broken"], [0], registry=registry)
     assert run.failed and run.errors[0]["scenario"] == "lab" and "AttributeError" in run.errors[0]["message"]
+
+
+def test_a_judge_that_breaks_is_an_error_verdict_and_fails_the_run():
+    (run,) = run_check(["broken-judge"], [0], registry=REGISTRY)
+    assert run.claims[0].verdict == "error" and "ZeroDivisionError" in run.claims[0].evidence
+    assert run.failed and not run.errors  # the experiment ran; the judge broke
+
+
+def test_undefined_behaviour_scenarios_repeat_and_one_crash_is_an_outcome_not_an_error():
+    (run,) = run_check(["flaky"], [0], repeats=3, registry=REGISTRY)
+    answered = {o.repeat for o in run.observations if o.what == "seen"}
+    broke = [o for o in run.observations if o.what == "repeat broke"]
+    assert len(answered) == 2 and len(broke) == 1 and broke[0].value["kind"] == "crash"
+    assert answered | {broke[0].repeat} == {0, 1, 2}  # three fresh processes, each tagged with its repeat
+    assert not run.errors and run.claims[0].verdict == "holds" and run.claims[0].evidence == "2 observations"
 
 
 def load(name):
@@ -50,10 +66,24 @@ def test_drift_lists_changed_verdicts_and_observed_outcomes():
     claims[observed] = dataclasses.replace(claims[observed], evidence="something else happened")
     now = [dataclasses.replace(run, claims=tuple(claims))]
     found = drift(now, base)
-    assert {(d["claim"], d["change"]) for d in found} == {(claims[0].id, "verdict"),
-                                                         (claims[observed].id, "observed outcome")}
+    assert {(d["item"], d["change"]) for d in found} == {(claims[0].id, "verdict"),
+                                                        (claims[observed].id, "observed outcome")}
     text = summary_markdown(now, found)
     assert "## Drift against the baseline" in text and claims[0].id in text and "## Failures" in text
+
+
+def test_drift_in_both_directions_claims_scenarios_and_runs():
+    base = load("check.json")
+    run = base[0]
+    gone, *kept = run.claims
+    new = dataclasses.replace(kept[0], id="migrate.a-new-claim")
+    timings = {k: v for k, v in run.timings.items() if k != "cross-context"} | {"new-scenario": 1.0}
+    now = [dataclasses.replace(run, claims=(*kept, new), timings=timings)]  # and the other labs' runs are gone
+    changes = {(d["item"], d["change"]) for d in drift(now, base)}
+    assert (gone.id, "claim disappeared") in changes and ("migrate.a-new-claim", "new claim") in changes
+    assert ("cross-context", "scenario disappeared") in changes and ("new-scenario", "new scenario") in changes
+    assert ("refcount", "run disappeared") in changes
+    assert ("refcount", "new run") in {(d["item"], d["change"]) for d in drift(base, now)}
 
 
 def test_merge_builds_one_matrix_of_claims_against_runners():
@@ -114,7 +144,7 @@ def test_check_fail_on_drift(fake_registry, tmp_path):
     data["runs"][0]["claims"][0]["verdict"] = "changed"
     base.write_text(__import__("json").dumps(data))
     drifted = invoke("check", "--only", "ok", "--baseline", str(base), "--fail-on-drift")
-    assert drifted.exit_code == 1 and "drift: ok.claim: verdict" in drifted.output
+    assert drifted.exit_code == 1 and "drift: ok.claim on GPU 0: verdict" in drifted.output
 
 
 @pytest.mark.parametrize("args, message", [(["--only", "nope"], "unknown lab"),

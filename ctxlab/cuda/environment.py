@@ -117,7 +117,7 @@ def runtime_versions() -> dict:
 
 
 def capture(device: int = 0) -> dict:
-    """The environment block of a LabResult (DESIGN.md section 3)."""
+    """The environment block of a LabResult (docs/schema.md): versions, the GPU and where it ran."""
     driver = init_driver()
     info = device_info(device)
     runtimes = runtime_versions()
@@ -128,12 +128,25 @@ def capture(device: int = 0) -> dict:
         "gpu": info["name"],
         "device": device,
         "compute_capability": info["compute_capability"],
+        "gpu_uuid": gpu_uuid(device),
         "cupy": package_version(cupy_distribution() or "cupy"),
         "cuda_bindings": package_version("cuda-bindings"),
         "cupti_python": package_version("cupti-python"),
         "python": platform.python_version(),
         "hostname": socket.gethostname(),
     }
+
+
+def gpu_uuid(device: int) -> str | None:
+    """The GPU's UUID as nvidia-smi prints it (GPU-xxxxxxxx-...), or None where the driver cannot say."""
+    driver = init_driver()
+    try:
+        dev = check(driver.cuDeviceGet(device), "cuDeviceGet")
+        raw = bytes(check(driver.cuDeviceGetUuid(dev), "cuDeviceGetUuid").bytes)[:16]
+    except (CudaError, AttributeError, TypeError):
+        return None
+    h = raw.hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
 def _probe(what: str, fn) -> dict:

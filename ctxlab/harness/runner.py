@@ -52,7 +52,10 @@ def run_lab(lab: Lab, options: LabOptions, progress: Progress | None = None,
     say = progress or (lambda message: None)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
-    environment = capture_environment(options.device)
+    try:
+        environment = capture_environment(options.device)
+    except IsolatedFailure as failure:  # the lab still runs; its record says why the environment is unknown
+        environment = {"device": options.device, "unknown": f"{failure.kind}: {failure.message}"}
     scenarios = lab.scenarios(options)
     jobs = jobs_for(scenarios, options.repeats)
     width = max(1, min(options.jobs or os.cpu_count() or 1, len(jobs) or 1))
@@ -66,7 +69,7 @@ def run_lab(lab: Lab, options: LabOptions, progress: Progress | None = None,
         mine = [(job, out, seconds) for job, (out, seconds) in zip(jobs, outputs) if job.scenario is scenario]
         timings[scenario.name] = round(sum(seconds for _, _, seconds in mine), 3)
         answered = [(job, out) for job, out, _ in mine if isinstance(out, dict)]
-        for job, out in mine:
+        for job, out, _ in mine:
             if isinstance(out, dict):
                 observations.extend(_tagged(out.get("observations", ()), job.repeat))
                 metrics.update(out.get("metrics", {}))

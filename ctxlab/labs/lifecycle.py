@@ -1,19 +1,24 @@
 """lifecycle: when and by which calls the runtime makes its context, and how to get its handle.
 
-Each sequence runs in a fresh child process, recording after every call the
-thread's current context (handle and id) and the primary context's state; with
---trace, the driver calls and resource events each call caused. Sequence 1
-starts in a new interpreter (nothing imported) so that ``import cupy`` itself is
-watched.
+Each scenario runs in a child process, recording after every call the thread's
+current context (handle and id) and the primary context's state; with
+--trace, the driver calls and resource events each call caused. The
+first-context scenario starts in a new interpreter (nothing imported) so that
+``import cupy`` itself is watched. Scenarios call ``cuda.bindings`` and CuPy
+directly: those calls are the subject of the experiment.
 """
 
 from __future__ import annotations
 
-from ctxlab.claims import Claim, MissingObservation, documented, old_text, one, select, unless_skipped
+from typing import Any
+
+from ctxlab.claims import Claim, Inapplicable, MissingObservation, one, select
+from ctxlab.lab import Isolation, Lab, LabOptions, Scenario
 
 NAME = "lifecycle"
-# One table per sequence: after each call, the thread's current context and the primary context's state.
+# One table per scenario: after each call, the thread's current context and the primary context's state.
 VIEWS = {"after": ("call", "current_id", "primary_active", "primary_flags", "status")}
+BLOCKING_SYNC = 0x4  # cudaDeviceScheduleBlockingSync == CU_CTX_SCHED_BLOCKING_SYNC
 
 RUNTIME_INTEROP = ("CUDA Runtime API, 'Interactions with the CUDA Driver API' and Primary Contexts "
                    "(https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DRIVER.html)")
@@ -27,6 +32,10 @@ FREE0 = ("CUDA Runtime API, Initialization: the runtime initializes at the first
 SET_FLAGS = ("CUDA Runtime API, cudaSetDeviceFlags: old text 'cudaErrorSetOnActiveProcess' once the device is active; "
              "current text: the flags of an active primary context are overwritten "
              "(https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html)")
+SET_FLAGS_FIRST = ("CUDA Runtime API, cudaSetDeviceFlags: 'If the current device has not been initialized, it is "
+                   "initialized with the provided flags. If no device has been made current to the calling thread, "
+                   "a default device is selected and initialized with the provided flags.' "
+                   "(https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html)")
 PRIMARY_FLAGS = ("CUDA Driver API, cuDevicePrimaryCtxSetFlags: before CUDA 11.0 it failed with "
                  "CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE on an active context; _v2 (11.0+) sets them "
                  "(https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html)")
@@ -35,201 +44,242 @@ CTX_STACK = ("CUDA Driver API, Context Management: each host thread has its own 
 NO_DOC = "no documentation promises this; recorded as observed"
 
 
-def _state_after(obs, scenario, call):
+# ---------------------------------------------------------------- claims
+
+def _after(obs, scenario: str, call: str):
+    """The ``after`` observation of one call in one scenario."""
     for o in select(obs, "after", scenario):
         if o.value["call"] == call:
-            return o.value
-    raise MissingObservation(f"{call} in {scenario}")
+            return o
+    raise MissingObservation(f"the state after {call} in scenario {scenario}")
 
 
-def judge_import(obs):
-    v = _state_after(obs, "first-context", "import cupy")
-    calls = "an untraced number of" if v.get("driver_calls") is None else v["driver_calls"]
-    return "observed", (f"import cupy made {calls} CUDA calls; after it the primary "
-                        f"context was inactive ({not v['primary_active']}) and no context current "
-                        f"({not v['current']}): the first runtime call initialises CUDA, not the import")
+def _handle(h: Any) -> str:
+    """A context handle as hex; NULL (0) or unread (None) as 'none'."""
+    return f"{h:#x}" if h else "none"
 
 
-def judge_set_device(obs):
-    before = _state_after(obs, "first-context", "cudaGetDeviceProperties")
-    after = _state_after(obs, "first-context", "cudaSetDevice")
-    return old_text(not after["primary_active"],
-                    "cudaSetDevice did not make the primary context active: creation still waits for the first "
-                    "call that needs it",
-                    f"the primary context was inactive after cudaGetDeviceCount and the device properties "
-                    f"(active {before['primary_active']}) and active and current right after cudaSetDevice "
-                    f"(context id {after['current_id']}): CUDA 12 initialises it at cudaSetDevice")
+def _yes(flag: Any) -> str:
+    """A truth value as True/False; one a recording lacks as 'not recorded'."""
+    return "not recorded" if flag is None else str(bool(flag))
 
 
-def judge_free0(obs):
-    v = _state_after(obs, "free0", "cudaFree(0)")
-    return documented(v["primary_active"] and v["current"] == v["primary"],
-                      f"cudaFree(0) as the first call created the primary context of device {v.get('device', 0)} "
-                      f"(id {v['current_id']}) and made it current", f"cudaFree(0) did not bind the primary context: {v}")
+def _flags(f: Any) -> str:
+    """Context flags as hex; 'unread' where the state could not be read."""
+    return "unread" if f is None else f"{f:#x}"
 
 
-def judge_init_device(obs):
-    unless_skipped(obs, "init-device")
-    v = _state_after(obs, "init-device", "cudaInitDevice")
-    bound = _state_after(obs, "init-device", "cudaSetDevice")
-    return documented(v["primary_active"] and not v["current"] and bound["current"] == bound["primary"],
-                      "cudaInitDevice made the primary context active but left the thread without a current "
-                      "context; cudaSetDevice then bound it",
-                      f"cudaInitDevice: active {v['primary_active']}, current {v['current']}")
+def facts_import(obs):
+    v = _after(obs, "first-context", "import cupy").value
+    calls = v.get("driver_calls")
+    return {"already": _yes(v.get("cupy_already_imported")),  # absent in recordings made before it existed
+            "calls": "not traced" if calls is None else str(calls),
+            "active": _yes(v["primary_active"]), "current": _handle(v["current"])}
 
 
-def judge_created_used(obs):
+def facts_set_device(obs):
+    before = _after(obs, "first-context", "cudaGetDeviceProperties").value
+    after = _after(obs, "first-context", "cudaSetDevice").value
+    return {"active_before": bool(before["primary_active"]), "active": bool(after["primary_active"]),
+            "current": _handle(after["current"]), "current_id": after["current_id"],
+            "primary": _handle(after["primary"])}
+
+
+def facts_free0(obs):
+    start = _after(obs, "free0", "start").value
+    v = _after(obs, "free0", "cudaFree(0)").value
+    return {"device": v["device"], "active_before": bool(start["primary_active"]),
+            "active": bool(v["primary_active"]), "bound": bool(v["current"]) and v["current"] == v["primary"],
+            "current": _handle(v["current"]), "current_id": v["current_id"], "primary": _handle(v["primary"])}
+
+
+def facts_init_device(obs):
+    init = _after(obs, "init-device", "cudaInitDevice").value
+    bound = _after(obs, "init-device", "cudaSetDevice").value
+    return {"status": init.get("status", "not recorded"), "active": bool(init["primary_active"]),
+            "unbound": not init["current"], "current": _handle(init["current"]),
+            "bound": bool(bound["current"]) and bound["current"] == bound["primary"],
+            "current_after": _handle(bound["current"]), "primary": _handle(bound["primary"])}
+
+
+def facts_created(obs):
     v = one(obs, "runtime under a created context", "created-first").value
-    return documented(v["allocation_in_created"] and not v["primary_active_after_malloc"],
-                      "with a cuCtxCreate context current, the runtime's first call (cudaMalloc) used it and the "
-                      "primary context stayed inactive",
-                      f"the runtime did not use the created context: {v}")
+    return {"in_created": bool(v["allocation_in_created"]), "primary_active": bool(v["primary_active_after_malloc"]),
+            "before_id": v["current_id_before_kernel"], "after_id": v["current_id_after_kernel"],
+            "primary_after_kernel": _yes(v["primary_active_after_kernel"])}
 
 
-def judge_cupy_created(obs):
-    v = one(obs, "runtime under a created context", "created-first").value
-    return "observed", (f"CuPy's first kernel under the created context: current context id "
-                        f"{v['current_id_before_kernel']} -> {v['current_id_after_kernel']}, primary active after: "
-                        f"{v['primary_active_after_kernel']}")
-
-
-def judge_handle(obs):
+def facts_handle(obs):
     v = one(obs, "handle", "handle").value
-    return documented(v["current_is_primary"] and v["driver_data_read_by_cupy"],
-                      "after runtime initialisation cuCtxGetCurrent returned the same handle as "
-                      "cuDevicePrimaryCtxRetain; memory from cuMemAlloc in it was read back through CuPy",
-                      f"handles or data differ: {v}")
+    return {"current": _handle(v["current"]), "retained": _handle(v["primary_retain"]),
+            "same": bool(v["current"]) and v["current"] == v["primary_retain"],
+            "read": bool(v["driver_data_read_by_cupy"]), "in_primary": bool(v["pointer_context_is_primary"])}
 
 
-def judge_new_thread(obs):
+def facts_new_thread(obs):
     v = one(obs, "new thread", "threads").value
-    return documented(v["current_at_start"] == 0 and v["driver_call"] == "CUDA_ERROR_INVALID_CONTEXT",
-                      f"a new host thread starts with no current context; a driver call there returns "
-                      f"{v['driver_call']}", f"a new thread started with {v['current_at_start']:#x}: {v}")
+    return {"start": _handle(v["current_at_start"]), "empty": not v["current_at_start"], "status": v["driver_call"]}
 
 
-def judge_new_thread_binds(obs):
+def facts_new_thread_binds(obs):
     v = one(obs, "new thread", "threads").value
-    same = ("the same context as the main thread (same handle and id)" if v["same_as_main_thread"] else
-            f"not the main thread's context: the main thread had chosen device {v['main_device']}, the new thread "
-            f"starts on device {v['runtime_device']}")
-    return documented(v["bound_primary_of_its_device"],
-                      f"the first runtime call on the new thread bound the primary context of device "
-                      f"{v['runtime_device']}, no new kind of context: {same}",
-                      f"the new thread got a context that is not its device's primary context: {v}")
+    after = _after(obs, "threads", "new thread: cudaMalloc").value
+    return {"bound": _handle(v["bound"]), "primary": _handle(after["primary"]),
+            "is_primary": bool(v["bound"]) and v["bound"] == after["primary"], "device": v["runtime_device"],
+            "main_device": v["main_device"], "same": _yes(v["same_as_main_thread"])}
 
 
-def judge_set_device_flags(obs):
+def facts_flags(obs):
     v = one(obs, "flags", "flags").value
-    return old_text(v["set_flags_active"] == "cudaErrorSetOnActiveProcess",
-                    "cudaSetDeviceFlags on an active device returned cudaErrorSetOnActiveProcess",
-                    f"cudaSetDeviceFlags on the active primary context returned {v['set_flags_active']} and the "
-                    f"flags became {v['flags_after_set_active']:#x} (were {v['flags_before_set_active']:#x})")
+    return {"first": v["set_flags_first"], "active_before_first": _yes(v["active_before_first_set"]),
+            "active_after_first": bool(v["active_after_first_set"]),
+            "flags_first": v["flags_after_first_set"], "flags_first_hex": _flags(v["flags_after_first_set"]),
+            "active_status": v["set_flags_active"], "before_active": _flags(v["flags_before_set_active"]),
+            "after_active": _flags(v["flags_after_set_active"]),
+            "primary_status": v["primary_set_flags_active"], "after_primary": _flags(v["flags_after_primary_set"])}
 
 
-def judge_set_flags_activates(obs):
-    v = one(obs, "flags", "flags").value
-    return "observed", (f"cudaSetDeviceFlags(BlockingSync) as the process's first call returned {v['set_flags_first']}; "
-                        f"primary context active before {v['active_before_first_set']}, after "
-                        f"{v['active_after_first_set']}, flags {v['flags_after_first_set']:#x}")
+def facts_calls_beneath(obs):
+    o = _after(obs, "first-context", "cudaSetDevice")
+    if not o.events:
+        raise Inapplicable("run with --trace to see the driver calls beneath each runtime call")
+    return {"current_id": o.value["current_id"], "calls": "; ".join(o.events)[:600]}
 
 
-def judge_primary_set_flags(obs):
-    v = one(obs, "flags", "flags").value
-    return old_text(v["primary_set_flags_active"] != "CUDA_SUCCESS",
-                    f"cuDevicePrimaryCtxSetFlags on an active context failed: {v['primary_set_flags_active']}",
-                    f"cuDevicePrimaryCtxSetFlags on the active context returned {v['primary_set_flags_active']}; "
-                    f"flags now {v['flags_after_primary_set']:#x}")
-
-
-def judge_calls_beneath(obs):
-    after = _state_after(obs, "first-context", "cudaSetDevice")
-    events = [o for o in select(obs, "after", "first-context") if o.value["call"] == "cudaSetDevice"][0].events
-    if not events:
-        return "skipped", "run with --trace to see the driver calls beneath each runtime call"
-    return "observed", f"beneath cudaSetDevice (context id {after['current_id']}): " + "; ".join(events)[:600]
-
+FIRST = ("first-context",)
 
 CLAIMS = (
-    Claim("lifecycle.import-creates-nothing", "What importing CuPy does to CUDA.", NO_DOC, judge_import),
+    Claim("lifecycle.import-creates-nothing", "What importing CuPy does to CUDA.", NO_DOC, "observation", FIRST,
+          facts_import,
+          "CUDA calls traced during import cupy: {calls} (CuPy already imported before it: {already}); after it "
+          "the primary context was active: {active}, current context: {current}"),
     Claim("lifecycle.set-device-initialises",
           "The runtime creates its context lazily, at the first call that needs one, not at cudaSetDevice (old text).",
-          SET_DEVICE, judge_set_device),
+          SET_DEVICE, "old-text", FIRST, facts_set_device,
+          "primary context active after cudaGetDeviceCount and cudaGetDeviceProperties: {active_before}; after "
+          "cudaSetDevice: active {active}, current context {current} (id {current_id}), primary context {primary}",
+          lambda f: not f["active"]),
     Claim("lifecycle.free0-creates-and-binds",
           "The first runtime call that needs a context (cudaFree(0)) creates the primary context and makes it current.",
-          FREE0, judge_free0),
+          FREE0, "promise", ("free0",), facts_free0,
+          "primary context of device {device} active before cudaFree(0): {active_before}; after it: active "
+          "{active}, current context {current} (id {current_id}), primary context {primary}",
+          lambda f: not f["active_before"] and f["active"] and f["bound"]),
     Claim("lifecycle.init-device-does-not-bind",
-          "cudaInitDevice initialises the primary context without making it current.", INIT_DEVICE,
-          judge_init_device),
+          "cudaInitDevice initialises the primary context without making it current.", INIT_DEVICE, "promise",
+          ("init-device",), facts_init_device,
+          "cudaInitDevice returned {status}; after it the primary context was active: {active}, current context: "
+          "{current}; after cudaSetDevice the current context was {current_after}, the primary context {primary}",
+          lambda f: f["active"] and f["unbound"] and f["bound"]),
     Claim("lifecycle.runtime-uses-created-context",
           "With a cuCtxCreate context current, the runtime uses it instead of the primary context.",
-          RUNTIME_INTEROP, judge_created_used),
+          RUNTIME_INTEROP, "promise", ("created-first",), facts_created,
+          "with a cuCtxCreate context current, cudaMalloc (through CuPy) allocated in it: {in_created}; primary "
+          "context active after the cudaMalloc: {primary_active}",
+          lambda f: f["in_created"] and not f["primary_active"]),
     Claim("lifecycle.cupy-under-created-context",
-          "What CuPy's first kernel does when a cuCtxCreate context is current.", NO_DOC, judge_cupy_created),
+          "What CuPy's first kernel does when a cuCtxCreate context is current.", NO_DOC, "observation",
+          ("created-first",), facts_created,
+          "CuPy's first kernel under the created context: current context id {before_id} -> {after_id}, primary "
+          "context active after it: {primary_after_kernel}"),
     Claim("lifecycle.handle-is-primary",
           "The runtime's context is the primary context: its handle comes from cuCtxGetCurrent (or "
-          "cuDevicePrimaryCtxRetain) and the driver API can use it.", RUNTIME_INTEROP, judge_handle),
+          "cuDevicePrimaryCtxRetain) and the driver API can use it.", RUNTIME_INTEROP, "promise", ("handle",),
+          facts_handle,
+          "after cudaSetDevice, cuCtxGetCurrent returned {current} and cuDevicePrimaryCtxRetain {retained}; a "
+          "cuMemAlloc allocation made there belongs to the primary context: {in_primary}, and CuPy read back what "
+          "the driver wrote: {read}",
+          lambda f: f["same"] and f["read"] and f["in_primary"]),
     Claim("lifecycle.new-thread-has-no-context", "A new host thread starts with no current context.", CTX_STACK,
-          judge_new_thread),
+          "promise", ("threads",), facts_new_thread,
+          "a new host thread's current context at start: {start}; cuCtxSynchronize there returned {status}",
+          lambda f: f["empty"] and f["status"] == "CUDA_ERROR_INVALID_CONTEXT"),
     Claim("lifecycle.new-thread-binds-primary",
           "The first runtime call on a new host thread binds the primary context of that thread's current device "
-          "(device 0 unless it chose one), not a new context.",
-          RUNTIME_INTEROP, judge_new_thread_binds),
+          "(device 0 unless it chose one), not a new context.", RUNTIME_INTEROP, "promise", ("threads",),
+          facts_new_thread_binds,
+          "after the first runtime call (cudaMalloc) on a new thread, its current context was {bound}; the primary "
+          "context of its runtime device {device} is {primary}; the main thread had chosen device {main_device}; "
+          "same context (handle and id) as the main thread: {same}",
+          lambda f: f["is_primary"]),
     Claim("lifecycle.set-device-flags-active",
           "cudaSetDeviceFlags fails with cudaErrorSetOnActiveProcess once the device is active (old text).",
-          SET_FLAGS, judge_set_device_flags),
+          SET_FLAGS, "old-text", ("flags",), facts_flags,
+          "cudaSetDeviceFlags(ScheduleSpin) on the active primary context returned {active_status}; its flags "
+          "were {before_active}, then {after_active}",
+          lambda f: f["active_status"] == "cudaErrorSetOnActiveProcess"),
     Claim("lifecycle.set-device-flags-first-call",
-          "What cudaSetDeviceFlags does as the first call, before any context exists.", NO_DOC,
-          judge_set_flags_activates),
+          "cudaSetDeviceFlags as the first call, before any context exists, initialises the device's primary "
+          "context with the given flags.", SET_FLAGS_FIRST, "promise", ("flags",), facts_flags,
+          "cudaSetDeviceFlags(BlockingSync) as the process's first call returned {first}; primary context active "
+          "before it: {active_before_first}, after it: {active_after_first}, with flags {flags_first_hex}",
+          lambda f: (f["first"] == "cudaSuccess" and f["active_after_first"]
+                     and bool((f["flags_first"] or 0) & BLOCKING_SYNC))),
     Claim("lifecycle.primary-set-flags-active",
           "cuDevicePrimaryCtxSetFlags fails on an active primary context (before CUDA 11.0).", PRIMARY_FLAGS,
-          judge_primary_set_flags),
+          "old-text", ("flags",), facts_flags,
+          "cuDevicePrimaryCtxSetFlags(SCHED_YIELD) on the active primary context returned {primary_status}; its "
+          "flags were {after_active}, then {after_primary}",
+          lambda f: f["primary_status"] != "CUDA_SUCCESS"),
     Claim("lifecycle.driver-calls-beneath",
-          "Which driver calls the runtime makes when it creates its context.", NO_DOC, judge_calls_beneath),
+          "Which driver calls the runtime makes when it creates its context.", NO_DOC, "observation", FIRST,
+          facts_calls_beneath, "beneath cudaSetDevice (context id {current_id}): {calls}"),
 )
 
 
-# ---------------------------------------------------------------- sequences (children)
+# ---------------------------------------------------------------- scenarios (children)
 
-class Steps:
-    """Calls one after another, recording the thread's context and the primary state after each."""
+def _state(device: int):
+    """A probe for ``StepRecorder``: the thread's current context and ``device``'s primary context state."""
 
-    def __init__(self, scenario: str, device: int):
-        from ctxlab.labs.common import cuda_recorder
-
-        self.rec = cuda_recorder(scenario)
-        self.device = device
-
-    def after(self, call: str, events: list | None = None, device: int | None = None, **extra) -> dict:
-        """Record the thread's context and the primary state of ``device`` (the lab's device by default)."""
+    def probe(events: list) -> dict:
         from ctxlab.labs.common import context_state
 
-        if events is None:
-            events = self.rec.take_events()  # what the call caused, before our own probing
-        device = self.device if device is None else device
         st = context_state(device)
-        value = {"call": call, "current": st["current"], "current_id": st["current_id"], "device": device,
-                 "primary_active": st["active"], "primary_flags": st["flags"], "primary": st["primary"], **extra}
-        self.rec.add(call, "after", value, events=events)
-        return value
+        return {"current": st["current"], "current_id": st["current_id"], "device": device,
+                "primary_active": st["active"], "primary_flags": st["flags"], "primary": st["primary"]}
+
+    return probe
+
+
+def _calls(scenario: str, device: int, rec=None):
+    """The step recorder of a scenario: after each call, the state of ``device``.
+
+    Pass ``rec`` to record into another recorder's observations with a different
+    device (a call that used the runtime's current device rather than the lab's).
+    """
+    from ctxlab.labs.common import StepRecorder
+
+    return StepRecorder(scenario, "after", _state(device), label="call", rec=rec)
+
+
+def _runtime_status(fn, *args: Any, call: str) -> str:
+    """The status a cuda.bindings runtime call returned, by name (``cudaSuccess`` included)."""
+    from ctxlab.cuda.errors import check
+    from ctxlab.cuda.outcome import outcome
+
+    done = outcome(lambda: check(fn(*args), call), call=call)
+    return "cudaSuccess" if done["ok"] else done["status"]
 
 
 def first_context(device: int) -> dict:
-    """Sequence 1, in a new interpreter: import cupy, cuInit, device count and properties, cudaSetDevice,
-    cudaMalloc, first kernel."""
+    """In a new interpreter: import cupy, cuInit, device count and properties, cudaSetDevice, cudaMalloc,
+    first kernel."""
+    import sys
+
     from ctxlab.cuda.environment import init_driver
-    from ctxlab.trace import start_for_child
+    from ctxlab.trace import start_for_child, summarize
 
     tracer = start_for_child()  # before the import, so the import is watched too
+    already = "cupy" in sys.modules  # a forkserver child would have it: then the import below watches nothing
     import cupy
 
     import_events = tracer.drain() if tracer else []
     init_driver()  # the state can only be read after cuInit, which creates no context
     init_events = tracer.drain() if tracer else []
-    s = Steps("first-context", device)
-    from ctxlab.trace import summarize
-
-    s.after("import cupy", events=summarize(import_events, context_only=False), driver_calls=len(import_events) if tracer else None)
+    s = _calls("first-context", device)
+    s.after("import cupy", events=summarize(import_events, context_only=False),
+            driver_calls=len(import_events) if tracer else None, cupy_already_imported=already)
     s.after("cuInit", events=summarize(init_events, context_only=False))
     cupy.cuda.runtime.getDeviceCount()
     s.after("cudaGetDeviceCount")
@@ -242,45 +292,48 @@ def first_context(device: int) -> dict:
     total = int((cupy.arange(100) * 2).sum())
     s.after("first kernel launch", result=total)
     cupy.cuda.runtime.free(ptr)
-    return {"observations": s.rec.observations}
+    return s.output()
 
 
 def free0(device: int) -> dict:
+    """cudaFree(0) as the first call, then a CuPy allocation."""
     import cupy
 
-    s = Steps("free0", device)
+    from ctxlab.cuda import driver as drv
+
+    s = _calls("free0", device)
     s.after("start")
     cupy.cuda.runtime.free(0)
     # Without cudaSetDevice the runtime uses the thread's default device, whatever the lab's device is.
-    s.after("cudaFree(0)", device=cupy.cuda.runtime.getDevice())
+    _calls("free0", cupy.cuda.runtime.getDevice(), rec=s.rec).after("cudaFree(0)")
     a = cupy.arange(10)
-    from ctxlab.cuda import driver as drv
-
     s.after("CuPy allocation", pointer_context=drv.pointer_context(a.data.ptr))
-    return {"observations": s.rec.observations}
+    return s.output()
 
 
 def init_device(device: int) -> dict:
+    """cudaInitDevice, then cudaSetDevice (CUDA 12.0+; skipped, with why, on an older runtime)."""
     from cuda.bindings import runtime
 
-    s = Steps("init-device", device)
+    s = _calls("init-device", device)
     if not hasattr(runtime, "cudaInitDevice"):
         s.rec.add("start", "skipped", "cudaInitDevice is not in this runtime (CUDA 12.0+ only)")
-        return {"observations": s.rec.observations}
+        return s.output()
     s.after("start")
-    status = runtime.cudaInitDevice(device, 0, 0)[0]
-    s.after("cudaInitDevice", status=status.name, runtime="cuda.bindings")
+    status = _runtime_status(runtime.cudaInitDevice, device, 0, 0, call="cudaInitDevice")
+    s.after("cudaInitDevice", status=status, runtime="cuda.bindings")
     runtime.cudaSetDevice(device)
     s.after("cudaSetDevice")
-    return {"observations": s.rec.observations}
+    return s.output()
 
 
 def created_first(device: int) -> dict:
+    """A cuCtxCreate context current before any runtime call: cudaMalloc through CuPy, then a CuPy kernel."""
     import cupy
 
     from ctxlab.cuda import driver as drv
 
-    s = Steps("created-first", device)
+    s = _calls("created-first", device)
     created = drv.create_context(device)
     s.after("cuCtxCreate")
     ptr = cupy.cuda.runtime.malloc(1 << 20)
@@ -293,16 +346,17 @@ def created_first(device: int) -> dict:
                "primary_active_after_malloc": malloc["primary_active"],
                "current_id_before_kernel": before.id, "current_id_after_kernel": kernel["current_id"],
                "primary_active_after_kernel": kernel["primary_active"]})
-    return {"observations": s.rec.observations}
+    return s.output()
 
 
 def handle(device: int) -> dict:
+    """The runtime's context handle through cuCtxGetCurrent and cuDevicePrimaryCtxRetain; driver memory read by CuPy."""
     import cupy
     import numpy
 
     from ctxlab.cuda import driver as drv
 
-    s = Steps("handle", device)
+    s = _calls("handle", device)
     cupy.cuda.runtime.setDevice(device)
     after = s.after("cudaSetDevice")
     primary = drv.primary_retain(device)
@@ -316,17 +370,17 @@ def handle(device: int) -> dict:
                                    "driver_data_read_by_cupy": bool((seen == values).all()),
                                    "pointer_context_is_primary": drv.pointer_context(ptr) == primary})
     drv.primary_release(device)
-    return {"observations": s.rec.observations}
+    return s.output()
 
 
 def threads(device: int) -> dict:
+    """The main thread chooses the device; a new thread makes a driver call, then its first runtime call."""
     import cupy
 
     from ctxlab.cuda import driver as drv
-    from ctxlab.cuda.environment import init_driver
     from ctxlab.harness.threads import Choreography, Step
 
-    s = Steps("threads", device)
+    s = _calls("threads", device)
     seen: dict = {}
 
     def main_thread(_):
@@ -337,37 +391,46 @@ def threads(device: int) -> dict:
 
     def new_thread(_):
         start = drv.current().handle
-        status = drv.raw_status(init_driver().cuCtxSynchronize(), "cuCtxSynchronize")
+        status = drv.outcome(drv.synchronize)["status"]  # a driver call that needs a context
         s.after("new thread: cuCtxSynchronize", status=status)
         ptr = cupy.cuda.runtime.malloc(256)
         cur = drv.current()
         runtime_device = cupy.cuda.runtime.getDevice()  # per thread: this one never chose a device
-        bound = s.after("new thread: cudaMalloc", device=runtime_device)
+        bound = _calls("threads", runtime_device, rec=s.rec).after("new thread: cudaMalloc")
         s.rec.add("summary", "new thread", {"current_at_start": start, "driver_call": status, "bound": cur.handle,
                                             "runtime_device": runtime_device, "main_device": device,
                                             "bound_primary_of_its_device": cur.handle == bound["primary"],
                                             "same_as_main_thread": (cur.handle, cur.id) == seen["main"]})
         cupy.cuda.runtime.free(ptr)
 
-    Choreography(["main", "new"], timeout=60).run([Step("main", "init", main_thread), Step("new", "first call", new_thread)])
-    return {"observations": s.rec.observations}
+    Choreography(["main", "new"], timeout=60).run([Step("main", "init", main_thread),
+                                                   Step("new", "first call", new_thread)])
+    return s.output()
 
 
 def flags(device: int) -> dict:
+    """cudaSetDeviceFlags as the first call; then, on the active primary context, cudaSetDeviceFlags and
+    cuDevicePrimaryCtxSetFlags."""
     from cuda.bindings import runtime
 
     from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.errors import check
+    from ctxlab.cuda.outcome import outcome
 
-    s = Steps("flags", device)
-    blocking = runtime.cudaDeviceScheduleBlockingSync
-    spin = runtime.cudaDeviceScheduleSpin
+    s = _calls("flags", device)
     before = s.after("start")
-    status_first = runtime.cudaSetDeviceFlags(blocking)[0].name
-    first = s.after("cudaSetDeviceFlags(BlockingSync) as the first call", status=status_first)
+    status_first = _runtime_status(runtime.cudaSetDeviceFlags, runtime.cudaDeviceScheduleBlockingSync,
+                                   call="cudaSetDeviceFlags")
+    # With no device chosen the runtime initialises a default device: read the state of that one.
+    chosen = outcome(lambda: check(runtime.cudaGetDevice(), "cudaGetDevice"))
+    first_device = chosen["value"] if chosen["ok"] else device
+    first = _calls("flags", first_device, rec=s.rec).after("cudaSetDeviceFlags(BlockingSync) as the first call",
+                                                           status=status_first)
     runtime.cudaSetDevice(device)
     runtime.cudaFree(0)
     active = s.after("cudaFree(0)")
-    status_active = runtime.cudaSetDeviceFlags(spin)[0].name
+    status_active = _runtime_status(runtime.cudaSetDeviceFlags, runtime.cudaDeviceScheduleSpin,
+                                    call="cudaSetDeviceFlags")
     after_set = s.after("cudaSetDeviceFlags(ScheduleSpin) while active", status=status_active)
     yield_flag = 2  # CU_CTX_SCHED_YIELD
     primary_status = drv.outcome(drv.primary_set_flags, device, yield_flag)["status"]
@@ -379,26 +442,19 @@ def flags(device: int) -> dict:
                                    "flags_after_set_active": after_set["primary_flags"],
                                    "primary_set_flags_active": primary_status,
                                    "flags_after_primary_set": after_primary["primary_flags"]})
-    return {"observations": s.rec.observations}
+    return s.output()
 
 
-SEQUENCES = (
-    ("first-context", "first_context", True),
-    ("free0", "free0", False),
-    ("init-device", "init_device", False),
-    ("created-first", "created_first", False),
-    ("handle", "handle", False),
-    ("threads", "threads", False),
-    ("flags", "flags", False),
-)
+# ---------------------------------------------------------------- the lab
+
+def scenarios(options: LabOptions) -> list[Scenario]:
+    """Every sequence once, each in its own child; first-context in a new interpreter, to watch the import."""
+    here, device = "ctxlab.labs.lifecycle", options.device
+    return [Scenario("first-context", f"{here}:first_context", (device,), isolation=Isolation.FRESH),
+            *(Scenario(name, f"{here}:{target}", (device,)) for name, target in (
+                ("free0", "free0"), ("init-device", "init_device"), ("created-first", "created_first"),
+                ("handle", "handle"), ("threads", "threads"), ("flags", "flags")))]
 
 
-def run(options: dict, progress=None):
-    from ctxlab.labs.common import LabRun, Scenario, capture_environment
-
-    device = options["device"]
-    lab = LabRun(NAME, options, progress)
-    environment = capture_environment(device)
-    lab.run_all([Scenario(name, f"ctxlab.labs.lifecycle:{func}", (device,), fresh=fresh)
-                 for name, func, fresh in SEQUENCES])
-    return lab.finish(environment, CLAIMS)
+LAB = Lab(NAME, "When, and by which calls, does the runtime create its context, and how do I get its handle?",
+          LabOptions, CLAIMS, scenarios, views=VIEWS)

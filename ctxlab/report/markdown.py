@@ -26,7 +26,7 @@ def render_markdown(runs: list[LabResult], timeline: bool = True) -> str:
             lines.append("")
         for error in run.errors:
             lines += [f"**error** in {error.get('scenario', run.lab)}: {_cell(error.get('message'))}", ""]
-        views = lab_views(run.lab) if timeline else {}
+        views = lab_views(run) if timeline else {}
         for what, fields in views.items():
             rows = [o for o in run.observations if o.what == what]
             if not rows:

@@ -62,7 +62,7 @@ def metrics(run: LabResult) -> Table:
 
 def print_run(console: Console, run: LabResult) -> None:
     console.print(f"[bold]{run.lab}[/] on {environment_line(run)} ({run.seconds:.2f} s)")
-    views = lab_views(run.lab)
+    views = lab_views(run)
     for what, fields in views.items():
         if any(o.what == what for o in run.observations):
             console.print(step_table(run, what, fields))

@@ -6,7 +6,8 @@ import json
 
 from ctxlab.record import LabResult, Observation
 
-VERDICT_STYLE = {"holds": "green", "fails": "bold red", "changed": "yellow", "observed": "cyan", "skipped": "dim"}
+VERDICT_STYLE = {"holds": "green", "fails": "bold red", "changed": "yellow", "observed": "cyan", "skipped": "dim",
+                 "error": "bold magenta"}
 
 
 def short(value, limit: int = 90) -> str:
@@ -38,16 +39,9 @@ def verdict_counts(run: LabResult) -> dict[str, int]:
     return counts
 
 
-def lab_views(lab: str) -> dict[str, tuple[str, ...]]:
-    """A lab's step tables: observation kind -> the value fields shown as columns (``VIEWS`` in its module)."""
-    from ctxlab.labs import LABS, lab_module
-
-    if lab not in LABS:
-        return {}
-    try:
-        return dict(getattr(lab_module(lab), "VIEWS", {}))
-    except ImportError:
-        return {}
+def lab_views(run: LabResult) -> dict[str, tuple[str, ...]]:
+    """A run's step tables as its record carries them: observation kind -> the value fields shown as columns."""
+    return {kind: tuple(fields) for kind, fields in run.views.items()}
 
 
 def cell(value) -> str:

@@ -1,28 +1,33 @@
 """Test-only labs for ctxlab check: one that passes, one whose scenario crashes,
-one whose scenario hangs, one whose documented claim fails."""
+one whose scenario hangs, one whose documented claim fails, one whose judge breaks,
+and one whose undefined-behaviour scenario crashes in one repeat of three."""
 
-from types import SimpleNamespace
+from ctxlab.claims import Claim, some
+from ctxlab.lab import Lab, LabOptions, Scenario
 
-from ctxlab.claims import Claim
+
+def _count(observations):
+    return {"n": len(some(observations, "seen"))}
 
 
-def _lab(name, target, verdict="holds"):
-    claim = Claim(f"{name}.claim", "A statement.", "a source", lambda obs: (verdict, f"{len(obs)} observations"))
+def _lab(name, target, promise=lambda facts: True, facts=_count, undefined=False):
+    claim = Claim(f"{name}.claim", "A statement.", "a source", "promise", ("only",), facts, "{n} observations",
+                  promise)
+    return Lab(name, "A question?", LabOptions, (claim,),
+               lambda options: [Scenario("only", target, timeout=60, undefined=undefined)])
 
-    def run(options, progress=None):
-        from ctxlab.labs.common import LabRun, Scenario
 
-        lab = LabRun(name, options, progress)
-        lab.run_all([Scenario("only", target, timeout=60)])
-        return lab.finish({"device": options["device"], "gpu": "fake"}, (claim,))
-
-    return SimpleNamespace(NAME=name, CLAIMS=(claim,), run=run)
+def _broken(observations):
+    raise ZeroDivisionError("the judge divided by zero")
 
 
 OK = _lab("ok", "tests.fake_labs.targets:observe")
 CRASH = _lab("crash", "tests.isolate_targets:crash")
 HANG = _lab("hang", "tests.isolate_targets:hang")
-FAILS = _lab("fails", "tests.fake_labs.targets:observe", verdict="fails")
+FAILS = _lab("fails", "tests.fake_labs.targets:observe", promise=lambda facts: False)
+BROKEN_JUDGE = _lab("broken-judge", "tests.fake_labs.targets:observe", facts=_broken)
+FLAKY = _lab("flaky", "tests.fake_labs.targets:crash_on_second_call", undefined=True)
 
 REGISTRY = {"ok": "tests.fake_labs:OK", "crash": "tests.fake_labs:CRASH", "hang": "tests.fake_labs:HANG",
-            "fails": "tests.fake_labs:FAILS"}
+            "fails": "tests.fake_labs:FAILS", "broken-judge": "tests.fake_labs:BROKEN_JUDGE",
+            "flaky": "tests.fake_labs:FLAKY"}

@@ -1,0 +1,167 @@
+"""``ctxlab check``: every lab on every chosen GPU, isolated, with drift against a baseline.
+
+Each lab's scenarios run in child processes (from the forkserver that preloaded
+CuPy and cuda.bindings), each with a timeout, so a lab that crashes, hangs or
+leaves a sticky error is reported as that lab's error with its output tail while
+the others go on. Labs and their scenarios run side by side; scenarios whose
+figures need the GPU alone (timings, device memory in use) take it exclusively
+through ``harness.gpu_lock``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+from ctxlab.lab import DEFAULT_REPEATS
+from ctxlab.labs import LABS, get_lab
+from ctxlab.record import FAILING, LabResult
+
+
+def _error_result(name: str, device: int, exc: BaseException, seconds: float) -> LabResult:
+    text = "".join(traceback.format_exception(exc))
+    return LabResult(lab=name, started=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                     seconds=seconds, environment={"device": device}, options={"device": device},
+                     observations=(), claims=(),
+                     errors=({"scenario": "lab", "kind": "exception", "message": f"{type(exc).__name__}: {exc}",
+                              "output_tail": text[-4000:]},))
+
+
+def select_labs(only: str | None, registry: dict[str, str] | None = None) -> list[str] | None:
+    """``--only a,b`` as lab names (None: every lab); ValueError naming the unknown ones and the choices."""
+    registry = registry or LABS
+    if only is None:
+        return None
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in registry]
+    if unknown or not names:
+        raise ValueError(f"unknown lab(s) {', '.join(unknown) or repr(only)}: choose from {', '.join(registry)}")
+    return names
+
+
+def progress_line(run: LabResult) -> str:
+    """The line printed as each lab ends: its verdict counts, errors and time."""
+    from ctxlab.report.text import verdict_counts
+
+    counts = ", ".join(f"{n} {v}" for v, n in sorted(verdict_counts(run).items()))
+    errors = f", {len(run.errors)} error(s)" if run.errors else ""
+    return f"{run.lab} on GPU {run.options.get('device', '?')}: {counts or 'no claims'}{errors} ({run.seconds:.2f} s)"
+
+
+def run_one(name: str, device: int, timeout: float | None, repeats: int, registry: dict[str, str]) -> LabResult:
+    """One lab on one GPU with its default options; the lab's own breakage becomes its error."""
+    from ctxlab.harness.runner import run_lab
+
+    t = time.perf_counter()
+    try:
+        lab = get_lab(name, registry)
+        return run_lab(lab, lab.make_options(device=device, scenario_timeout=timeout, repeats=repeats))
+    except Exception as exc:  # the lab's own code broke: its error, the others go on
+        return _error_result(name, device, exc, time.perf_counter() - t)
+
+
+def run_check(names: list[str] | None, devices: list[int], timeout: float | None = None, jobs: int = 4,
+              repeats: int | None = None, progress: Callable[[LabResult], None] | None = None,
+              registry: dict[str, str] | None = None) -> list[LabResult]:
+    """Every lab in ``names`` (default: all) on every GPU in ``devices``, in that order."""
+    registry = registry or LABS
+    work = [(name, device) for name in (names or list(registry)) for device in devices]
+
+    def one(item: tuple[str, int]) -> LabResult:
+        result = run_one(item[0], item[1], timeout, repeats or DEFAULT_REPEATS, registry)
+        if progress:
+            progress(result)
+        return result
+
+    # Labs side by side; inside each, scenarios that need the GPU alone take it (harness.gpu_lock).
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, work))
+
+
+# ---------------------------------------------------------------- drift
+
+_VOLATILE = [
+    (re.compile(r"0x[0-9a-fA-F]{5,}"), "0x…"),       # handles and addresses change every run
+    (re.compile(r"\b\d+\.\d+\b"), "#.#"),             # rates and timings
+]
+
+
+def normalize(evidence: str) -> str:
+    for pattern, replacement in _VOLATILE:
+        evidence = pattern.sub(replacement, evidence)
+    return evidence
+
+
+def _key(run: LabResult) -> tuple:
+    return (run.lab, run.environment.get("device", run.options.get("device", 0)))
+
+
+def _change(run: LabResult, item: str, change: str, **values: str) -> dict:
+    return {"lab": run.lab, "device": _key(run)[1], "item": item, "change": change, **values}
+
+
+def drift(runs: list[LabResult], baseline: list[LabResult]) -> list[dict]:
+    """Everything that differs from the baseline, in both directions: lab runs, scenarios and claims that
+    disappeared or appeared, verdicts that changed, and ``observed`` outcomes that read differently."""
+    before = {_key(r): r for r in baseline}
+    now = {_key(r): r for r in runs}
+    out = [_change(r, r.lab, "run disappeared", was=f"{len(r.claims)} claims") for k, r in before.items()
+           if k not in now]
+    for key, run in now.items():
+        old = before.get(key)
+        if old is None:
+            out.append(_change(run, run.lab, "new run", now=f"{len(run.claims)} claims"))
+            continue
+        out += [_change(run, name, "scenario disappeared") for name in old.timings if name not in run.timings]
+        out += [_change(run, name, "new scenario") for name in run.timings if name not in old.timings]
+        was = {c.id: c for c in old.claims}
+        out += [_change(run, c.id, "claim disappeared", was=c.verdict) for c in old.claims
+                if c.id not in {n.id for n in run.claims}]
+        for claim in run.claims:
+            prior = was.get(claim.id)
+            if prior is None:
+                out.append(_change(run, claim.id, "new claim", now=claim.verdict))
+            elif prior.verdict != claim.verdict:
+                out.append(_change(run, claim.id, "verdict", was=prior.verdict, now=claim.verdict,
+                                   evidence=claim.evidence))
+            elif claim.verdict == "observed" and normalize(prior.evidence) != normalize(claim.evidence):
+                out.append(_change(run, claim.id, "observed outcome", was=prior.evidence, now=claim.evidence))
+    return out
+
+
+def drift_line(d: dict) -> str:
+    """One drift as a line: what, how, now and before."""
+    now = f": now {d['now']}" if "now" in d else ""
+    was = f" (was {d['was']})" if "was" in d else ""
+    return f"{d['item']} on GPU {d['device']}: {d['change']}{now}{was}"
+
+
+def summary_markdown(runs: list[LabResult], drifted: list[dict] | None = None) -> str:
+    """A CI step summary: verdict counts, what failed, what drifted."""
+    from ctxlab.report.text import environment_line, verdict_counts
+
+    lines = ["# ctxlab check", ""]
+    lines += ["| lab | GPU | verdicts | errors | seconds |", "|---|---|---|---|---|"]
+    for run in runs:
+        counts = ", ".join(f"{n} {v}" for v, n in sorted(verdict_counts(run).items())) or "none"
+        lines.append(f"| {run.lab} | {environment_line(run) or run.environment.get('device')} | {counts} | "
+                     f"{len(run.errors)} | {run.seconds:.2f} |")
+    failures = [(run.lab, c) for run in runs for c in run.claims if c.verdict in FAILING]
+    errors = [(run.lab, e) for run in runs for e in run.errors]
+    lines += ["", "## Failures", ""]
+    if not failures and not errors:
+        lines.append("None: no documented claim failed and every lab ran.")
+    for lab, claim in failures:
+        lines.append(f"- **{claim.id}** ({lab}, {claim.verdict}): {claim.evidence} (source: {claim.source})")
+    for lab, error in errors:
+        lines.append(f"- **{lab}** error in {error.get('scenario')}: {error.get('kind')}: {error.get('message')}")
+    if drifted is not None:
+        lines += ["", "## Drift against the baseline", ""]
+        if not drifted:
+            lines.append("None.")
+        lines += [f"- {drift_line(d)}" for d in drifted]
+    return "\n".join(lines) + "\n"
