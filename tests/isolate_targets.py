@@ -29,3 +29,10 @@ def progress():
     for i in range(1, 4):
         report_progress(i, 3)
     return "done"
+
+
+def imported():
+    """Which of the heavy modules this child has imported before its target ran."""
+    import sys
+
+    return {name: name in sys.modules for name in ("cupy", "cuda.bindings", "ctxlab.harness.preload")}

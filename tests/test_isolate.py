@@ -35,3 +35,12 @@ def test_progress_reaches_the_parent():
     seen = []
     assert run_isolated("tests.isolate_targets:progress", timeout=60, on_progress=lambda d, t: seen.append((d, t))) == "done"
     assert seen == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_fresh_starts_an_interpreter_that_has_imported_neither_cupy_nor_the_preload():
+    fresh = run_isolated("tests.isolate_targets:imported", timeout=60, fresh=True)
+    assert fresh == {"cupy": False, "cuda.bindings": False, "ctxlab.harness.preload": False}
+
+
+def test_the_forkserver_child_has_the_preload_imported():
+    assert run_isolated("tests.isolate_targets:imported", timeout=60)["ctxlab.harness.preload"] is True
