@@ -10,10 +10,15 @@ directly: those calls are the subject of the experiment.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from ctxlab.claims import Claim, Inapplicable, MissingObservation, one, select
+from ctxlab.claims import Claim, Inapplicable, MissingObservation, Observations, one, select
 from ctxlab.lab import Isolation, Lab, LabOptions, Scenario
+
+if TYPE_CHECKING:
+    from ctxlab.harness.recorder import Recorder
+    from ctxlab.labs.common import StepRecorder
+    from ctxlab.record import Observation
 
 NAME = "lifecycle"
 # One table per scenario: after each call, the thread's current context and the primary context's state.
@@ -23,12 +28,14 @@ BLOCKING_SYNC = 0x4  # cudaDeviceScheduleBlockingSync == CU_CTX_SCHED_BLOCKING_S
 RUNTIME_INTEROP = ("CUDA Runtime API, 'Interactions with the CUDA Driver API' and Primary Contexts "
                    "(https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DRIVER.html)")
 SET_DEVICE = ("CUDA Runtime API, cudaSetDevice: 'this function will immediately initialize the runtime state on "
-              "the primary context' since CUDA 12.0 (https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html); "
+              "the primary context' since CUDA 12.0 "
+              "(https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html); "
               "older text: the context is created at the first runtime call that needs it")
 INIT_DEVICE = ("CUDA Runtime API, cudaInitDevice (CUDA 12.0+): initializes the device's primary context without "
                "making it current (https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html)")
 FREE0 = ("CUDA Runtime API, Initialization: the runtime initializes at the first call that needs a context; "
-         "cudaFree(0) was the idiom to force it (https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#initialization)")
+         "cudaFree(0) was the idiom to force it "
+         "(https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#initialization)")
 SET_FLAGS = ("CUDA Runtime API, cudaSetDeviceFlags: old text 'cudaErrorSetOnActiveProcess' once the device is active; "
              "current text: the flags of an active primary context are overwritten "
              "(https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html)")
@@ -46,7 +53,7 @@ NO_DOC = "no documentation promises this; recorded as observed"
 
 # ---------------------------------------------------------------- claims
 
-def _after(obs, scenario: str, call: str):
+def _after(obs: Observations, scenario: str, call: str) -> Observation:
     """The ``after`` observation of one call in one scenario."""
     for o in select(obs, "after", scenario):
         if o.value["call"] == call:
@@ -69,7 +76,8 @@ def _flags(f: Any) -> str:
     return "unread" if f is None else f"{f:#x}"
 
 
-def facts_import(obs):
+def facts_import(obs: Observations) -> dict:
+    """What import cupy did: traced calls, whether CuPy was imported already, the state after it."""
     v = _after(obs, "first-context", "import cupy").value
     calls = v.get("driver_calls")
     return {"already": _yes(v.get("cupy_already_imported")),  # absent in recordings made before it existed
@@ -77,7 +85,8 @@ def facts_import(obs):
             "active": _yes(v["primary_active"]), "current": _handle(v["current"])}
 
 
-def facts_set_device(obs):
+def facts_set_device(obs: Observations) -> dict:
+    """The primary context's state before and after cudaSetDevice in a fresh process."""
     before = _after(obs, "first-context", "cudaGetDeviceProperties").value
     after = _after(obs, "first-context", "cudaSetDevice").value
     return {"active_before": bool(before["primary_active"]), "active": bool(after["primary_active"]),
@@ -85,7 +94,8 @@ def facts_set_device(obs):
             "primary": _handle(after["primary"])}
 
 
-def facts_free0(obs):
+def facts_free0(obs: Observations) -> dict:
+    """The primary context and the current context before and after cudaFree(0) as the first call."""
     start = _after(obs, "free0", "start").value
     v = _after(obs, "free0", "cudaFree(0)").value
     return {"device": v["device"], "active_before": bool(start["primary_active"]),
@@ -93,7 +103,8 @@ def facts_free0(obs):
             "current": _handle(v["current"]), "current_id": v["current_id"], "primary": _handle(v["primary"])}
 
 
-def facts_init_device(obs):
+def facts_init_device(obs: Observations) -> dict:
+    """The state after cudaInitDevice, then after cudaSetDevice."""
     init = _after(obs, "init-device", "cudaInitDevice").value
     bound = _after(obs, "init-device", "cudaSetDevice").value
     return {"status": init.get("status", "not recorded"), "active": bool(init["primary_active"]),
@@ -102,26 +113,30 @@ def facts_init_device(obs):
             "current_after": _handle(bound["current"]), "primary": _handle(bound["primary"])}
 
 
-def facts_created(obs):
+def facts_created(obs: Observations) -> dict:
+    """What cudaMalloc and CuPy's first kernel did under a cuCtxCreate context."""
     v = one(obs, "runtime under a created context", "created-first").value
     return {"in_created": bool(v["allocation_in_created"]), "primary_active": bool(v["primary_active_after_malloc"]),
             "before_id": v["current_id_before_kernel"], "after_id": v["current_id_after_kernel"],
             "primary_after_kernel": _yes(v["primary_active_after_kernel"])}
 
 
-def facts_handle(obs):
+def facts_handle(obs: Observations) -> dict:
+    """The runtime's handle as cuCtxGetCurrent and cuDevicePrimaryCtxRetain return it, and driver memory in it."""
     v = one(obs, "handle", "handle").value
     return {"current": _handle(v["current"]), "retained": _handle(v["primary_retain"]),
             "same": bool(v["current"]) and v["current"] == v["primary_retain"],
             "read": bool(v["driver_data_read_by_cupy"]), "in_primary": bool(v["pointer_context_is_primary"])}
 
 
-def facts_new_thread(obs):
+def facts_new_thread(obs: Observations) -> dict:
+    """A new thread's current context at start and a driver call's status there."""
     v = one(obs, "new thread", "threads").value
     return {"start": _handle(v["current_at_start"]), "empty": not v["current_at_start"], "status": v["driver_call"]}
 
 
-def facts_new_thread_binds(obs):
+def facts_new_thread_binds(obs: Observations) -> dict:
+    """The context a new thread's first runtime call bound, against its device's primary context."""
     v = one(obs, "new thread", "threads").value
     after = _after(obs, "threads", "new thread: cudaMalloc").value
     return {"bound": _handle(v["bound"]), "primary": _handle(after["primary"]),
@@ -129,7 +144,8 @@ def facts_new_thread_binds(obs):
             "main_device": v["main_device"], "same": _yes(v["same_as_main_thread"])}
 
 
-def facts_flags(obs):
+def facts_flags(obs: Observations) -> dict:
+    """What cudaSetDeviceFlags and cuDevicePrimaryCtxSetFlags returned and did to the primary context's flags."""
     v = one(obs, "flags", "flags").value
     return {"first": v["set_flags_first"], "active_before_first": _yes(v["active_before_first_set"]),
             "active_after_first": bool(v["active_after_first_set"]),
@@ -139,7 +155,8 @@ def facts_flags(obs):
             "primary_status": v["primary_set_flags_active"], "after_primary": _flags(v["flags_after_primary_set"])}
 
 
-def facts_calls_beneath(obs):
+def facts_calls_beneath(obs: Observations) -> dict:
+    """The traced calls beneath cudaSetDevice; an untraced run cannot say."""
     o = _after(obs, "first-context", "cudaSetDevice")
     if not o.events:
         raise Inapplicable("run with --trace to see the driver calls beneath each runtime call")
@@ -229,7 +246,7 @@ CLAIMS = (
 
 # ---------------------------------------------------------------- scenarios (children)
 
-def _state(device: int):
+def _state(device: int) -> Callable[[list], dict]:
     """A probe for ``StepRecorder``: the thread's current context and ``device``'s primary context state."""
 
     def probe(events: list) -> dict:
@@ -242,7 +259,7 @@ def _state(device: int):
     return probe
 
 
-def _calls(scenario: str, device: int, rec=None):
+def _calls(scenario: str, device: int, rec: Recorder | None = None) -> StepRecorder:
     """The step recorder of a scenario: after each call, the state of ``device``.
 
     Pass ``rec`` to record into another recorder's observations with a different
@@ -435,13 +452,12 @@ def flags(device: int) -> dict:
     yield_flag = 2  # CU_CTX_SCHED_YIELD
     primary_status = drv.outcome(drv.primary_set_flags, device, yield_flag)["status"]
     after_primary = s.after("cuDevicePrimaryCtxSetFlags(SCHED_YIELD) while active", status=primary_status)
-    s.rec.add("summary", "flags", {"active_before_first_set": before["primary_active"], "set_flags_first": status_first,
-                                   "active_after_first_set": first["primary_active"],
-                                   "flags_after_first_set": first["primary_flags"],
-                                   "flags_before_set_active": active["primary_flags"], "set_flags_active": status_active,
-                                   "flags_after_set_active": after_set["primary_flags"],
-                                   "primary_set_flags_active": primary_status,
-                                   "flags_after_primary_set": after_primary["primary_flags"]})
+    s.rec.add("summary", "flags", {
+        "active_before_first_set": before["primary_active"], "set_flags_first": status_first,
+        "active_after_first_set": first["primary_active"], "flags_after_first_set": first["primary_flags"],
+        "flags_before_set_active": active["primary_flags"], "set_flags_active": status_active,
+        "flags_after_set_active": after_set["primary_flags"], "primary_set_flags_active": primary_status,
+        "flags_after_primary_set": after_primary["primary_flags"]})
     return s.output()
 
 
