@@ -21,6 +21,8 @@ MACROS = {
 
 
 def parse_stub(text: str) -> dict:
+    """What a host stub registers (kernels, variables, the registration calls and what they expand to), whether
+    a static constructor runs them, and the calls a launch goes through."""
     kernels = re.findall(r"__cudaRegisterEntry\(\s*__T\w*\s*,.*?\)\)\s*([\w:]+)\s*\)\s*,\s*(\w+)\s*,", text)
     if not kernels:
         kernels = [(m, m) for m in re.findall(r"__cudaRegisterFunction\([^;]*?\"(\w+)\"", text)]
@@ -39,5 +41,4 @@ def parse_stub(text: str) -> dict:
         "expands_to": {m: MACROS[m] for m in registrations if m in MACROS},
         "static_constructor": constructor,
         "launch_through": launch,
-        "creates_context": any(call in text for call in ("cuCtxCreate", "cudaSetDevice", "cuDevicePrimaryCtxRetain")),
     }

@@ -1,36 +1,68 @@
 """modules: how and when modules get into a context, from nvcc's registration stub to lazy loading.
 
-Each scenario runs in a fresh child process (CUDA_MODULE_LOADING is read once,
-when CUDA initialises). Witnesses of a load: CUPTI's MODULE_LOADED resource
-event where CUPTI works, and device memory in use (cuMemGetInfo): the probe
-module carries a large ``__device__`` array whose memory appears when the
-module is really loaded into the context.
+Each scenario runs in its own child process (CUDA_MODULE_LOADING is read once,
+when CUDA initialises). Witnesses of a load, recorded after every step by the
+shared step recorder: CUPTI's MODULE_LOADED resource event where CUPTI works,
+and device memory in use (cuMemGetInfo): the probe module carries a large
+``__device__`` array whose memory appears when the module is really loaded into
+a context. Module and library loading are the subject of these experiments, so
+the scenarios call cuda.bindings' module and library functions directly.
 """
 
 from __future__ import annotations
 
-from ctxlab.claims import Claim, MissingObservation, documented, one, select, unless_skipped
+from collections.abc import Callable
+from typing import Any
+
+from ctxlab.claims import (
+    Claim,
+    Facts,
+    Observations,
+    one,
+    repeats,
+    select,
+    silent_wrong,
+    some,
+    spread,
+)
+from ctxlab.lab import Isolation, Lab, LabOptions, Scenario
 
 NAME = "modules"
 # When the module showed up: after each step, MODULE_LOADED events and device memory in use.
 VIEWS = {"load witness": ("module_loaded_events", "memory_grew_mib")}
 BIG_MIB = 256
+SEEN_MIB = BIG_MIB * 0.9  # growth of memory in use that counts as the module's global arriving
 
-LAZY = ("CUDA Programming Guide, Lazy Loading: with CUDA_MODULE_LOADING=LAZY (default on Linux since 12.2) "
-        "'loading a module (cuModuleLoad*()) will not be loading kernels immediately, instead it will delay loading "
-        "of a kernel until cuModuleGetFunction()'; the runtime loads each module at the first use of one of its kernels "
-        "or variables (https://docs.nvidia.com/cuda/cuda-programming-guide/04-special-topics/lazy-loading.html)")
+LAZY_DEFAULT = ("CUDA Programming Guide, Lazy Loading (https://docs.nvidia.com/cuda/cuda-programming-guide/"
+                "04-special-topics/lazy-loading.html): change history '12.2: Lazy loading enabled by default for "
+                "Linux'; 'As of CUDA 12.3 lazy Loading is enabled by default on all platforms, but can be controlled "
+                "via the CUDA_MODULE_LOADING environment variable'")
+LAZY = ("CUDA Programming Guide, Lazy Loading: with CUDA_MODULE_LOADING=LAZY 'loading a module (cuModuleLoad*()) "
+        "will not be loading kernels immediately, instead it will delay loading of a kernel until "
+        "cuModuleGetFunction()' (https://docs.nvidia.com/cuda/cuda-programming-guide/04-special-topics/"
+        "lazy-loading.html)")
 MODULE_LOAD = ("CUDA Driver API, cuModuleLoad: 'The CUDA driver API does not attempt to lazily allocate the resources "
                "needed by a module' (https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html)")
-LIBRARY = ("CUDA Driver API, Library Management: cuLibraryLoadData loads context-independently: eagerly into every "
-           "context at the call and into contexts created later, or, with lazy loading, into a context when it first "
-           "uses the library; cuKernelGetFunction/cuLibraryGetGlobal give the per-context function and global "
-           "(https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html)")
-PER_CONTEXT = ("CUDA Driver API, Module Management: a module is loaded into the current context; its functions "
-               "and globals belong to that context (https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html)")
-NVCC = ("CUDA Runtime API, 'Interactions with the CUDA Driver API' and nvcc's host stub: registration "
-        "(__cudaRegisterFatBinary/Function/Var) runs in a static constructor and creates no context; the runtime "
-        "loads the module at its first use (https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/index.html)")
+LIBRARY = ("CUDA Driver API, cuLibraryLoadData: under EAGER the library 'is loaded eagerly into all contexts at the "
+           "time of the call and future contexts at the time of creation'; under LAZY it 'is not immediately loaded "
+           "onto all existent contexts and will only be loaded when a function is needed for that context, such as a "
+           "kernel launch' (https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html)")
+LIBRARY_PER_CONTEXT = ("CUDA Driver API, Library Management: cuKernelGetFunction returns the function of a "
+                       "context-independent CUkernel for the current context, cuLibraryGetGlobal the global for the "
+                       "current context (https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html)")
+PER_CONTEXT = ("CUDA Driver API, Module Management: cuModuleLoadData loads a module into the current context; its "
+               "functions and globals belong to that context "
+               "(https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html)")
+INITIALIZATION = ("CUDA Programming Guide, Initialization: 'As of CUDA 12.0, the cudaInitDevice() and cudaSetDevice() "
+                  "calls initialize the runtime and the primary context associated with the specified device. Absent "
+                  "these calls, the runtime will implicitly use device 0 and self-initialize as needed to process "
+                  "other runtime API requests' (https://docs.nvidia.com/cuda/cuda-c-programming-guide/"
+                  "index.html#initialization); CUDA Runtime API, Interactions with the CUDA Driver API: 'The CUDA "
+                  "Runtime API will automatically initialize the primary context for a device at the first CUDA "
+                  "Runtime API call which requires an active context' "
+                  "(https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DRIVER.html). nvcc's registration "
+                  "calls (__cudaRegisterFatBinary/Function/Var, from the host stub's static constructor) are "
+                  "none of those calls")
 NO_DOC = "no documentation promises this; recorded as observed"
 
 BIG_SOURCE = f"""
@@ -42,160 +74,236 @@ extern "C" __global__ void touch(long long k) {{ big_array[0] = 1; probe_global 
 STEPS_MODULE = ("context created", "cuModuleLoadData", "cuModuleGetFunction", "first launch")
 STEPS_LIBRARY = ("context created", "cuLibraryLoadData", "cuLibraryGetKernel", "cuKernelGetFunction",
                  "first launch", "second context created", "cuKernelGetFunction in the second context")
+SECOND_USE = "cuKernelGetFunction in the second context"
+# Under LAZY the first context needs a function at cuKernelGetFunction, or at the launch at the latest.
+LAZY_LOADS = (["cuKernelGetFunction", SECOND_USE], ["first launch", SECOND_USE])
+FATBIN_REGISTRATION = ("__cudaRegisterBinary", "__cudaRegisterFatBinary", "__cudaRegisterLinkedBinary")
 
 
 # ---------------------------------------------------------------- claims
 
-def _loaded_at(obs, scenario):
-    """The step at which the module was first seen loaded, by each witness."""
-    steps = select(obs, "load witness", scenario)
-    if not steps:
-        raise MissingObservation(f"load witness in {scenario}")
-    by_event = next((o.value["step"] for o in steps if o.value["module_loaded_events"]), None)
-    by_memory = next((o.value["step"] for o in steps if o.value["memory_grew_mib"] >= BIG_MIB * 0.9), None)
-    return {"event": by_event, "memory": by_memory, "cupti": steps[0].value["cupti"],
-            "mode": one(obs, "loading mode", scenario).value}
+def _hex(handle: Any) -> str:
+    return f"{handle:#x}" if handle else "none"
 
 
-def judge_module_load(obs):
-    eager, lazy = _loaded_at(obs, "module-EAGER"), _loaded_at(obs, "module-LAZY")
-    at = {mode: v["memory"] or v["event"] for mode, v in (("EAGER", eager), ("LAZY", lazy))}
-    return documented(at["EAGER"] == at["LAZY"] == "cuModuleLoadData",
-                      f"cuModuleLoadData loaded the module and allocated its {BIG_MIB} MiB global at once under "
-                      f"EAGER and LAZY alike (MODULE_LOADED and memory both at {at['LAZY']}); lazy loading defers "
-                      f"only the kernel code, which neither witness sees",
-                      f"module resources appeared at EAGER {at['EAGER']}, LAZY {at['LAZY']}, not at cuModuleLoadData")
+def _steps(steps: list[str]) -> str:
+    return ", then ".join(steps) or "no step"
 
 
-def _library_loads(obs, mode):
-    """Steps at which the library appeared in a context (MODULE_LOADED or its global's memory)."""
-    return [o.value["step"] for o in select(obs, "load witness", f"library-{mode}")
-            if o.value["module_loaded_events"] or o.value["memory_grew_mib"] >= BIG_MIB * 0.9]
+def _witnessed(obs: Observations, scenario: str) -> dict:
+    """Where each witness saw the module (or library) arrive in a context: the steps, in order."""
+    steps = [o.value for o in some(obs, "load witness", scenario)]
+    cupti = steps[0]["cupti"]
+    return {"event": [v["step"] for v in steps if v["module_loaded_events"]],
+            "memory": [v["step"] for v in steps if v["memory_grew_mib"] >= SEEN_MIB],
+            "cupti": "CUPTI events" if cupti is True else f"no CUPTI events ({cupti})"}
 
 
-def library_judge(mode: str, expected: list[str], says: str):
-    """Judge where the library appeared under one loading mode against where the documentation puts it."""
-    def judge(obs):
-        loads = _library_loads(obs, mode)
-        return documented(loads == expected, f"under {mode} the library went into {says}: " + ", then ".join(loads),
-                          f"under {mode} the library appeared at: {', '.join(loads) or 'no step'}")
-    return judge
+def _where(w: dict) -> str:
+    return (f"MODULE_LOADED at {_steps(w['event'])}; device memory in use grew by {SEEN_MIB:.0f} MiB or more at "
+            f"{_steps(w['memory'])}")
 
 
-judge_library_lazy = library_judge("LAZY", ["cuKernelGetFunction", "cuKernelGetFunction in the second context"],
-                                   "each context only when that context first used it")
-judge_library_eager = library_judge("EAGER", ["cuLibraryLoadData", "second context created"],
-                                    "the current context at cuLibraryLoadData and the second one when it was created")
+def facts_module_load(obs: Observations) -> dict:
+    out = {}
+    for mode in ("EAGER", "LAZY"):
+        w = _witnessed(obs, f"module-{mode}")
+        seen = w["event"][:1] + w["memory"][:1]  # each witness's first sighting
+        out[mode] = {"mode": one(obs, "loading mode", f"module-{mode}").value, "where": _where(w), "seen": seen,
+                     "cupti": w["cupti"]}
+    return {"eager": out["EAGER"]["where"], "eager_mode": out["EAGER"]["mode"], "lazy": out["LAZY"]["where"],
+            "lazy_mode": out["LAZY"]["mode"], "cupti": out["LAZY"]["cupti"],
+            "seen": {mode: v["seen"] for mode, v in out.items()}}
 
 
-def judge_default_mode(obs):
-    v = one(obs, "loading mode", "module-unset").value
-    return "observed", f"with CUDA_MODULE_LOADING unset, cuModuleGetLoadingMode reports {v}"
+def expect_module_load(f: Facts) -> bool:
+    # Every witness that saw the module saw it at cuModuleLoadData, in both modes, and at least one saw it.
+    return all(seen and set(seen) == {"cuModuleLoadData"} for seen in f["seen"].values())
 
 
-def judge_per_context(obs):
+def library_facts(mode: str) -> Callable[[Observations], dict]:
+    """Facts for where the library appeared in a context under one loading mode."""
+    def facts(obs: Observations) -> dict:
+        w = _witnessed(obs, f"library-{mode}")
+        loads = [s for s in STEPS_LIBRARY if s in w["event"] or s in w["memory"]]
+        return {"mode": one(obs, "loading mode", f"library-{mode}").value, "loads": loads,
+                "appeared": _steps(loads), "where": _where(w), "cupti": w["cupti"]}
+    return facts
+
+
+def facts_default_mode(obs: Observations) -> dict:
+    unset, lazy = _witnessed(obs, "module-unset"), _witnessed(obs, "module-LAZY")
+    return {"mode": one(obs, "loading mode", "module-unset").value, "unset": _where(unset), "lazy": _where(lazy),
+            "same": (unset["event"], unset["memory"]) == (lazy["event"], lazy["memory"])}
+
+
+def facts_per_context(obs: Observations) -> dict:
     v = one(obs, "two contexts", "two-contexts").value
-    return documented(v["modules_differ"] and v["globals_differ"] and v["values_kept_apart"],
-                      f"the same cubin loaded in the primary and a created context: two modules, two functions, "
-                      f"globals at {v['global_primary']:#x} and {v['global_created']:#x}; writes stayed apart "
-                      f"({v['read_primary']} / {v['read_created']})",
-                      f"module state shared between contexts: {v}")
+    return {"module_primary": _hex(v["module_primary"]), "module_created": _hex(v["module_created"]),
+            "global_primary": _hex(v["global_primary"]), "global_created": _hex(v["global_created"]),
+            "functions": "differ" if v["functions_differ"] else "are the same",
+            "read_primary": v["read_primary"], "read_created": v["read_created"],
+            "apart": (v["module_primary"] != v["module_created"] and v["functions_differ"]
+                      and v["global_primary"] != v["global_created"]
+                      and (v["read_primary"], v["read_created"]) == (111, 222))}
 
 
-def judge_library(obs):
-    v = one(obs, "library in two contexts", "library-LAZY").value
-    return documented(v["functions_differ"] and v["globals_differ"] and v["values_kept_apart"],
-                      f"cuLibraryLoadData once, one CUkernel; cuKernelGetFunction and cuLibraryGetGlobal gave a "
-                      f"function and a global per context (globals {v['global_a']:#x}, {v['global_b']:#x}), values "
-                      f"kept apart",
-                      f"library state shared between contexts: {v}")
+def facts_library_per_context(obs: Observations) -> dict:
+    runs = some(obs, "library in two contexts")
+    parts, apart = [], []
+    for o in runs:
+        v = o.value
+        parts.append(f"{o.scenario}: functions {_hex(v['function_a'])} / {_hex(v['function_b'])}, globals "
+                     f"{_hex(v['global_a'])} / {_hex(v['global_b'])}, read back {v['read_a']} / {v['read_b']}")
+        apart.append(v["function_a"] != v["function_b"] and v["global_a"] != v["global_b"]
+                     and (v["read_a"], v["read_b"]) == (5, 77))
+    return {"per_run": "; ".join(parts), "runs": len(runs), "apart": apart}
 
 
-def judge_nvcc(obs):
-    unless_skipped(obs, "nvcc")
+def facts_nvcc(obs: Observations) -> dict:
     stub = one(obs, "stub", "nvcc").value
-    loaded = one(obs, "after dlopen", "nvcc").value
-    ok = stub["static_constructor"] and not stub["creates_context"] and not loaded["primary_active"]
-    return documented(ok, f"the stub registers {', '.join(stub['registration_calls'])} from a static constructor; "
-                          f"loading the library ran it and left the primary context inactive with no context "
-                          f"current", f"registration or loading made a context: stub {stub}, after load {loaded}")
+    after = one(obs, "after dlopen", "nvcc").value
+    calls = stub["registration_calls"]
+    return {"registration": ", ".join(calls) or "no registration call",
+            "expands": ", ".join(f"{m} -> {f}" for m, f in stub.get("expands_to", {}).items()) or "nothing",
+            "constructor": "a static constructor" if stub["static_constructor"] else "no static constructor",
+            "primary": {True: "active", False: "inactive"}.get(after["primary_active"], after["primary_active"]),
+            "current": _hex(after["current"]),
+            "registers": any(c in calls for c in FATBIN_REGISTRATION), "static": bool(stub["static_constructor"]),
+            "primary_active": after["primary_active"], "current_handle": after["current"]}
 
 
-def judge_nvcc_runtime(obs):
-    unless_skipped(obs, "nvcc")
+def expect_nvcc(f: Facts) -> bool:
+    return f["registers"] and f["static"] and f["primary_active"] is False and not f["current_handle"]
+
+
+def facts_nvcc_runtime(obs: Observations) -> dict:
     v = one(obs, "library runtime vs CuPy", "nvcc").value
-    return "observed", (f"the library's own runtime ({v['library_runtime']}) launched its kernel (result "
-                        f"{v['result']}) on device {v.get('device', 0)} in context {v['library_context']:#x}; CuPy's "
-                        f"runtime ({v['cupy_runtime']}) on that device uses {v['cupy_context']:#x}: "
-                        f"{'the same primary context' if v['shared'] else 'different contexts'}")
+    return {"library_runtime": v["library_runtime"], "cupy_runtime": v["cupy_runtime"], "status": v["status"],
+            "result": v["result"], "device": v.get("device", 0), "library_context": _hex(v["library_context"]),
+            "cupy_context": _hex(v["cupy_context"]), "primary": _hex(v.get("primary")),
+            "same": "the same handle" if v["shared"] else "different handles"}
 
 
-def judge_cupy_cache(obs):
-    v = one(obs, "cupy cached kernel in other context", "cupy-cache").value
-    return "observed", (f"a CuPy kernel compiled and loaded under the primary context, launched with a cuCtxCreate "
-                        f"context current: {v['outcome']}")
+def facts_cupy_cache(obs: Observations) -> dict:
+    runs = repeats(obs, "cupy cached kernel in other context", "cupy-cache")
+    broke = [o.value.get("kind", "?") for o in select(obs, "repeat broke", "cupy-cache")]
+    return {"runs": len(runs) + len(broke), "outcomes": spread(v["outcome"] for v in runs),
+            "first": spread(v["first"] for v in runs), "silent_wrong": silent_wrong(v["outcome"] for v in runs),
+            "broke": spread(broke) if broke else "none"}
 
 
 CLAIMS = (
     Claim("modules.module-load-is-immediate",
           "cuModuleLoadData loads the module and allocates its globals at once, lazy loading or not "
-          "(only kernels wait for cuModuleGetFunction).", MODULE_LOAD + "; " + LAZY, judge_module_load),
+          "(only kernels wait for cuModuleGetFunction).", MODULE_LOAD + "; " + LAZY, "promise",
+          ("module-EAGER", "module-LAZY"), facts_module_load,
+          "EAGER (cuModuleGetLoadingMode: {eager_mode}): {eager}. LAZY ({lazy_mode}): {lazy} ({cupti})",
+          expect_module_load),
     Claim("modules.library-lazy-at-first-use",
-          "Under lazy loading a library is loaded into a context at that context's first use of it.", LIBRARY,
-          judge_library_lazy),
+          "Under lazy loading a library is loaded into a context only when that context first needs one of its "
+          "functions (cuKernelGetFunction, or a launch).", LIBRARY, "promise", ("library-LAZY",), library_facts("LAZY"),
+          "with CUDA_MODULE_LOADING=LAZY (cuModuleGetLoadingMode: {mode}) the library appeared in a context at: "
+          "{appeared} ({where}; {cupti})",
+          lambda f: f["loads"] in LAZY_LOADS),
     Claim("modules.library-eager-everywhere",
           "Under eager loading a library is loaded into the current context at cuLibraryLoadData and into "
-          "contexts created later at their creation.", LIBRARY, judge_library_eager),
-    Claim("modules.default-loading-mode", "The loading mode when CUDA_MODULE_LOADING is unset.", NO_DOC,
-          judge_default_mode),
+          "contexts created later at their creation.", LIBRARY, "promise", ("library-EAGER",), library_facts("EAGER"),
+          "with CUDA_MODULE_LOADING=EAGER (cuModuleGetLoadingMode: {mode}) the library appeared in a context at: "
+          "{appeared} ({where}; {cupti})",
+          lambda f: f["loads"] == ["cuLibraryLoadData", "second context created"]),
+    Claim("modules.default-loading-mode",
+          "With CUDA_MODULE_LOADING unset, modules load lazily (the default on Linux since CUDA 12.2).",
+          LAZY_DEFAULT, "promise", ("module-unset", "module-LAZY"), facts_default_mode,
+          "with CUDA_MODULE_LOADING unset, cuModuleGetLoadingMode reports {mode}; the module arrived: {unset} "
+          "(with LAZY: {lazy})",
+          lambda f: f["mode"] == "CU_MODULE_LAZY_LOADING" and f["same"]),
     Claim("modules.per-context-instances",
           "A module loaded in two contexts gives each its own module, functions and globals.", PER_CONTEXT,
-          judge_per_context),
+          "promise", ("two-contexts",), facts_per_context,
+          "the same cubin loaded in the primary and a created context: modules {module_primary} and "
+          "{module_created}, functions {functions}, globals at {global_primary} and {global_created}; wrote 111 and "
+          "222, read back {read_primary} and {read_created}",
+          lambda f: f["apart"]),
     Claim("modules.library-per-context",
-          "A library loaded once gives a function and a global per context that uses it.", LIBRARY, judge_library),
+          "A library loaded once gives a function and a global per context that uses it.", LIBRARY_PER_CONTEXT,
+          "promise", ("library-LAZY", "library-EAGER"), facts_library_per_context,
+          "cuLibraryLoadData once, one CUkernel used in two contexts, in {runs} run(s) (the first context's global "
+          "should read 5 after the kernel added 5, the second's 77 after a write): {per_run}",
+          lambda f: all(f["apart"])),
     Claim("modules.nvcc-registration-makes-no-context",
-          "nvcc's registration stub runs at load time and creates no context.", NVCC, judge_nvcc),
+          "nvcc's host stub registers the fatbinary, kernels and variables from a static constructor, and that "
+          "registration creates no context: after the library is loaded the primary context is inactive and no "
+          "context is current.", INITIALIZATION, "promise", ("nvcc",), facts_nvcc,
+          "the stub nvcc wrote registers through {registration} (expanding to: {expands}) from {constructor}; after "
+          "dlopen of the library: primary context {primary}, context current on the thread: {current}",
+          expect_nvcc),
     Claim("modules.nvcc-library-runtime",
-          "Which context the kernel of a separately built library runs in, next to CuPy.", NO_DOC,
-          judge_nvcc_runtime),
-    Claim("modules.cupy-kernel-cache", "CuPy's per-device kernel cache when another context is current.", NO_DOC,
-          judge_cupy_cache),
+          "Which context the kernel of a separately built library runs in, next to CuPy.", NO_DOC, "observation",
+          ("nvcc",), facts_nvcc_runtime,
+          "the library's own runtime ({library_runtime}) launched its kernel (status {status}, result {result}) on "
+          "device {device} in context {library_context}; CuPy's runtime ({cupy_runtime}) on that device uses "
+          "{cupy_context} ({same}); the device's primary context: {primary}"),
+    Claim("modules.cupy-kernel-cache",
+          "CuPy's per-device kernel cache when another context is current.", NO_DOC, "observation",
+          ("cupy-cache",), facts_cupy_cache,
+          "a CuPy kernel compiled and loaded under the primary context (there: {first}), launched with a "
+          "cuCtxCreate context current, over {runs} run(s): {outcomes}; wrong values returned without an error: "
+          "{silent_wrong}; runs that crashed: {broke}"),
 )
 
 
 # ---------------------------------------------------------------- scenarios (children)
 
-class Witness:
-    """After each step: MODULE_LOADED events since the last step and the growth of device memory in use."""
+class LoadProbe:
+    """What a load witness reads after each step: MODULE_LOADED events among the step's events, and how much
+    device memory in use grew since the last step (set ``used`` to None to count afresh, e.g. per context)."""
 
-    def __init__(self, scenario: str):
-        from ctxlab.labs.common import cuda_recorder
-        from ctxlab.trace import Tracer, TraceUnavailable
+    def __init__(self, cupti: bool | str):
+        self.cupti = cupti  # True, or why CUPTI could not watch
+        self.used: int | None = None
 
-        self.rec = cuda_recorder(scenario)
-        try:
-            self.tracer = self.rec.tracer or Tracer(domains=("resource",)).__enter__()
-            self.cupti = True
-        except TraceUnavailable as exc:
-            self.tracer, self.cupti = None, str(exc)
-        self.used = None
-
-    def step(self, name: str, **extra) -> dict:
+    def __call__(self, events: list) -> dict:
         from ctxlab.cuda import driver as drv
 
-        events = self.tracer.drain() if self.tracer else []
-        loaded = [e for e in events if e.get("name") == "MODULE_LOADED"]
         grew = 0.0
-        cur = drv.current()
-        if not cur.none:
+        if not drv.current().none:
             free, total = drv.mem_get_info()
             used = total - free
             grew = 0.0 if self.used is None else (used - self.used) / 2**20
             self.used = used
-        value = {"step": name, "module_loaded_events": len(loaded), "memory_grew_mib": round(grew, 1),
-                 "cupti": self.cupti, **extra}
-        self.rec.add(name, "load witness", value, events=[f"[{e['name']}]" for e in events if e.get("name")])
-        return value
+        return {"module_loaded_events": module_loads(events), "memory_grew_mib": round(grew, 1),
+                "cupti": self.cupti}
+
+
+def module_loads(events: list) -> int:
+    """MODULE_LOADED resource events among a step's events (summarized labels or raw CUPTI events)."""
+    return sum(e.get("name") == "MODULE_LOADED" if isinstance(e, dict) else str(e).count("[MODULE_LOADED]")
+               for e in events)
+
+
+def _context_now() -> tuple[int | None, int | None]:
+    from ctxlab.cuda import driver as drv
+
+    view = drv.current()
+    return view.handle or None, view.id
+
+
+def load_witness(scenario: str):
+    """The step recorder of a loading scenario; without ``--trace``, a CUPTI resource tracer of its own."""
+    from ctxlab.harness.recorder import Recorder
+    from ctxlab.labs.common import StepRecorder, cuda_recorder
+    from ctxlab.trace import Tracer, TraceUnavailable, summarize
+
+    rec = cuda_recorder(scenario)
+    cupti: bool | str = True
+    if rec.tracer is None:  # untraced run: MODULE_LOADED still needs CUPTI's resource domain
+        try:
+            tracer = Tracer(domains=("resource",)).__enter__()
+            rec = Recorder(context_probe=_context_now, scenario=scenario, tracer=tracer, summarize=summarize)
+        except TraceUnavailable as exc:
+            cupti = str(exc)
+    return StepRecorder(scenario, "load witness", LoadProbe(cupti), rec=rec)
 
 
 def _cubin(source: str) -> bytes:
@@ -204,7 +312,15 @@ def _cubin(source: str) -> bytes:
     return compile_cubin(source, "modules_probe.cu", *_arch_of_current_context())
 
 
+def _loading_mode(w) -> None:
+    from ctxlab.cuda.environment import init_driver
+    from ctxlab.cuda.errors import check
+
+    w.rec.add("start", "loading mode", check(init_driver().cuModuleGetLoadingMode()).name)
+
+
 def module_loading(device: int, mode: str | None) -> dict:
+    """cuModuleLoadData of a module with a 256 MiB global, step by step, under one CUDA_MODULE_LOADING."""
     import ctypes
 
     from ctxlab.cuda import driver as drv
@@ -212,27 +328,27 @@ def module_loading(device: int, mode: str | None) -> dict:
     from ctxlab.cuda.errors import check
 
     driver = init_driver()
-    scenario = f"module-{mode or 'unset'}"
-    w = Witness(scenario)
-    w.rec.add("start", "loading mode", check(driver.cuModuleGetLoadingMode()).name)
+    w = load_witness(f"module-{mode or 'unset'}")
+    _loading_mode(w)
     drv.set_current(drv.primary_retain(device))
     cubin = _cubin(BIG_SOURCE)  # NVRTC, no CUDA context work
-    w.step("context created")
+    w.after("context created")
     module = check(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
-    w.step("cuModuleLoadData")
+    w.after("cuModuleLoadData")
     fn = check(driver.cuModuleGetFunction(module, b"touch"), "cuModuleGetFunction")
-    w.step("cuModuleGetFunction")
+    w.after("cuModuleGetFunction")
     check(driver.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, driver.CUstream(0), ((1,), (ctypes.c_longlong,)), 0),
           "cuLaunchKernel")
     drv.synchronize()
-    w.step("first launch")
-    return {"observations": w.rec.observations}
+    w.after("first launch")
+    return w.output()
 
 
 def two_contexts(device: int) -> dict:
+    """The probe module loaded in the primary and in a created context: two modules, two globals?"""
     from ctxlab.cuda import driver as drv
     from ctxlab.cuda.kernels import ProbeModule
-    from ctxlab.labs.common import cuda_recorder
+    from ctxlab.labs.common import cuda_recorder, scenario_output
 
     rec = cuda_recorder("two-contexts")
     primary = drv.primary_retain(device)
@@ -253,11 +369,40 @@ def two_contexts(device: int) -> dict:
                                      "read_primary": read_a, "read_created": read_b,
                                      "values_kept_apart": (read_a, read_b) == (111, 222),
                                      "contexts": [primary, created]})
-    return {"observations": rec.observations}
+    return scenario_output(rec)
 
 
 def library(device: int, mode: str) -> dict:
+    """cuLibraryLoadData under one CUDA_MODULE_LOADING: when it reaches the first context, then a second one."""
     import ctypes
+
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.environment import init_driver
+    from ctxlab.cuda.errors import check
+
+    driver = init_driver()
+    w = load_witness(f"library-{mode}")
+    _loading_mode(w)
+    first = drv.primary_retain(device)
+    drv.set_current(first)
+    cubin = _cubin(BIG_SOURCE)
+    w.after("context created")
+    lib = check(driver.cuLibraryLoadData(cubin, [], [], 0, [], [], 0), "cuLibraryLoadData")
+    w.after("cuLibraryLoadData")
+    kernel = check(driver.cuLibraryGetKernel(lib, b"touch"), "cuLibraryGetKernel")
+    w.after("cuLibraryGetKernel")
+    fn_a = check(driver.cuKernelGetFunction(kernel), "cuKernelGetFunction")
+    w.after("cuKernelGetFunction")
+    check(driver.cuLaunchKernel(fn_a, 1, 1, 1, 1, 1, 1, 0, driver.CUstream(0), ((5,), (ctypes.c_longlong,)), 0),
+          "cuLaunchKernel")
+    drv.synchronize()
+    w.after("first launch")
+    _second_context(w, device, lib, kernel, fn_a, first)
+    return w.output()
+
+
+def _second_context(w, device: int, lib, kernel, fn_a, first: int) -> None:
+    """The library's kernel and global in a second context; then both globals read back."""
     import struct
 
     from ctxlab.cuda import driver as drv
@@ -265,28 +410,12 @@ def library(device: int, mode: str) -> dict:
     from ctxlab.cuda.errors import check
 
     driver = init_driver()
-    w = Witness(f"library-{mode}")
-    w.rec.add("start", "loading mode", check(driver.cuModuleGetLoadingMode()).name)
-    first = drv.primary_retain(device)
-    drv.set_current(first)
-    cubin = _cubin(BIG_SOURCE)
-    w.step("context created")
-    lib = check(driver.cuLibraryLoadData(cubin, [], [], 0, [], [], 0), "cuLibraryLoadData")
-    w.step("cuLibraryLoadData")
-    kernel = check(driver.cuLibraryGetKernel(lib, b"touch"), "cuLibraryGetKernel")
-    w.step("cuLibraryGetKernel")
-    fn_a = check(driver.cuKernelGetFunction(kernel), "cuKernelGetFunction")
-    w.step("cuKernelGetFunction")
-    check(driver.cuLaunchKernel(fn_a, 1, 1, 1, 1, 1, 1, 0, driver.CUstream(0), ((5,), (ctypes.c_longlong,)), 0),
-          "cuLaunchKernel")
-    drv.synchronize()
-    w.step("first launch")
     global_a, _ = check(driver.cuLibraryGetGlobal(lib, b"probe_global"), "cuLibraryGetGlobal")
     second = drv.create_context(device)
-    w.used = None  # memory is counted per context from here
-    w.step("second context created")
+    w.probe.used = None  # memory is counted per context from here
+    w.after("second context created")
     fn_b = check(driver.cuKernelGetFunction(kernel), "cuKernelGetFunction")
-    w.step("cuKernelGetFunction in the second context")
+    w.after("cuKernelGetFunction in the second context")
     global_b, _ = check(driver.cuLibraryGetGlobal(lib, b"probe_global"), "cuLibraryGetGlobal")
     drv.copy_to_device(int(global_b), struct.pack("<q", 77))
     read_b = struct.unpack("<q", drv.copy_from_device(int(global_b), 8))[0]
@@ -297,43 +426,55 @@ def library(device: int, mode: str) -> dict:
                "functions_differ": int(fn_a) != int(fn_b), "global_a": int(global_a), "global_b": int(global_b),
                "globals_differ": int(global_a) != int(global_b), "read_a": read_a, "read_b": read_b,
                "values_kept_apart": (read_a, read_b) == (5, 77), "contexts": [first, second]})
-    return {"observations": w.rec.observations}
 
 
-def nvcc(device: int) -> dict:
-    import ctypes
+def _build_probe(rec) -> str | None:
+    """Build nvcc_probe.cu into a shared library with nvcc --keep; record its stub. None (recorded as
+    skipped) when nvcc is missing or fails."""
     import glob
     import os
     import shutil
     import subprocess
     import tempfile
     from importlib.resources import files
+    from pathlib import Path
 
-    from ctxlab.cuda import driver as drv
-    from ctxlab.cuda.environment import init_driver
-    from ctxlab.labs.common import cuda_recorder
     from ctxlab.stub import parse_stub
 
-    rec = cuda_recorder("nvcc")
     compiler = shutil.which("nvcc") or next(iter(glob.glob("/usr/local/cuda/bin/nvcc")), None)
     if not compiler:
         rec.add("build", "skipped", "nvcc is not on the PATH (nor in /usr/local/cuda/bin)", context=(None, None))
-        return {"observations": rec.observations}
+        return None
     work = tempfile.mkdtemp(prefix="ctxlab-nvcc-")
     source = os.path.join(work, "nvcc_probe.cu")
     with open(source, "w") as handle:
         handle.write(files("ctxlab.labs").joinpath("nvcc_probe.cu").read_text())
     library_path = os.path.join(work, "libnvcc_probe.so")
     build = subprocess.run([compiler, "--keep", f"--keep-dir={work}", "-shared", "-Xcompiler", "-fPIC",
-                            "-o", library_path, source], capture_output=True, text=True, timeout=240)
+                            "-o", library_path, source], check=False, capture_output=True, text=True, timeout=240)
     if build.returncode != 0:
         rec.add("build", "skipped", f"nvcc failed: {build.stderr.strip()[-400:]}", context=(None, None))
-        return {"observations": rec.observations}
+        return None
     stub_path = next(iter(glob.glob(os.path.join(work, "*.cudafe1.stub.c"))), None)
-    stub_text = open(stub_path).read() if stub_path else ""
+    stub_text = Path(stub_path).read_text() if stub_path else ""
     rec.add("build", "stub", {**parse_stub(stub_text), "file": os.path.basename(stub_path or ""),
                               "nvcc": build.args[0]}, context=(None, None))
     rec.add("build", "stub text", stub_text, context=(None, None))
+    return library_path
+
+
+def nvcc(device: int) -> dict:
+    """A library built by nvcc: what its stub registers, the state after dlopen, the context its kernel ran in."""
+    import ctypes
+
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.environment import init_driver
+    from ctxlab.labs.common import cuda_recorder, scenario_output
+
+    rec = cuda_recorder("nvcc")
+    library_path = _build_probe(rec)
+    if library_path is None:
+        return scenario_output(rec)
     init_driver()
     library = ctypes.CDLL(library_path)  # runs the stub's static constructor
     state = drv.primary_state(device)
@@ -351,30 +492,30 @@ def nvcc(device: int) -> dict:
              "library_runtime": library.tiny_runtime_version(), "cupy_runtime": cupy.cuda.runtime.runtimeGetVersion(),
              "cupy_context": cupy_context, "shared": library_context == cupy_context,
              "primary": drv.primary_retain(library_device)})
-    return {"observations": rec.observations}
+    return scenario_output(rec)
 
 
-# (name, function, arguments, environment, exclusive: device memory in use is one of its witnesses)
-SCENARIOS = (
-    ("module-EAGER", "module_loading", ("EAGER",), {"CUDA_MODULE_LOADING": "EAGER"}, True),
-    ("module-LAZY", "module_loading", ("LAZY",), {"CUDA_MODULE_LOADING": "LAZY"}, True),
-    ("module-unset", "module_loading", (None,), {"CUDA_MODULE_LOADING": None}, True),
-    ("two-contexts", "two_contexts", (), {}, False),
-    ("library-EAGER", "library", ("EAGER",), {"CUDA_MODULE_LOADING": "EAGER"}, True),
-    ("library-LAZY", "library", ("LAZY",), {"CUDA_MODULE_LOADING": "LAZY"}, True),
-    ("nvcc", "nvcc", (), {}, False),
-)
+# ---------------------------------------------------------------- the lab
+
+def scenarios(options: LabOptions) -> list[Scenario]:
+    """Module and library loading under each CUDA_MODULE_LOADING, two contexts, nvcc's stub, CuPy's cache."""
+    here, device = "ctxlab.labs.modules", options.device
+
+    def loading(name: str, function: str, mode: str | None) -> Scenario:
+        # Device memory in use is one of the load witnesses: these scenarios hold the GPU alone.
+        # CUDA reads CUDA_MODULE_LOADING once, at initialisation (None: unset in the child).
+        return Scenario(name, f"{here}:{function}", (device, mode), env={"CUDA_MODULE_LOADING": mode},
+                        isolation=Isolation.GPU_ALONE, timeout=300)
+
+    out = [loading(f"module-{mode or 'unset'}", "module_loading", mode) for mode in ("EAGER", "LAZY", None)]
+    out.append(Scenario("two-contexts", f"{here}:two_contexts", (device,), timeout=300))
+    out += [loading(f"library-{mode}", "library", mode) for mode in ("EAGER", "LAZY")]
+    out.append(Scenario("nvcc", f"{here}:nvcc", (device,), timeout=300))
+    # A kernel cached under one context, launched under another: undefined-behaviour territory, repeated.
+    out.append(Scenario("cupy-cache", "ctxlab.labs.migrate:cupy_kernel_reverse", (device,),
+                        kwargs={"label": "cupy-cache"}, undefined=True))
+    return out
 
 
-def run(options: dict, progress=None):
-    from ctxlab.labs.common import LabRun, Scenario, capture_environment
-
-    device = options["device"]
-    lab = LabRun(NAME, options, progress)
-    environment = capture_environment(device)
-    scenarios = [Scenario(name, f"ctxlab.labs.modules:{func}", (device, *extra), timeout=300, env=env,
-                          exclusive=exclusive) for name, func, extra, env, exclusive in SCENARIOS]
-    scenarios.append(Scenario("cupy-cache", "ctxlab.labs.migrate:cupy_kernel_reverse", (device,),
-                              kwargs={"label": "cupy-cache"}))
-    lab.run_all(scenarios)
-    return lab.finish(environment, CLAIMS)
+LAB = Lab(NAME, "How and when are modules loaded into a context, from nvcc's stub to lazy loading?", LabOptions,
+          CLAIMS, scenarios, views=VIEWS)

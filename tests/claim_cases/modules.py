@@ -1,5 +1,68 @@
 """Cases for modules's claims (see tests/claim_cases/__init__.py)."""
 
-from tests.claim_cases import Case
+from tests.claim_cases import Case, Edit, edit
 
-CASES: dict[str, Case] = {}
+F = "modules.json"
+LOADED = {"module_loaded_events": 1, "memory_grew_mib": 258.0}  # what a witness recorded when the module arrived
+NOTHING = {"module_loaded_events": 0, "memory_grew_mib": 0.0}
+
+
+def at(step: str):
+    """Match the load witness of one step."""
+    return lambda v: v["step"] == step
+
+
+def both(*edits: Edit) -> Edit:
+    """Several edits as one breaking case."""
+
+    def apply(observations):
+        for e in edits:
+            observations = e(observations)
+        return observations
+
+    return apply
+
+
+def moved(scenario: str, from_step: str, to_step: str) -> Edit:
+    """Both witnesses see the module arrive at ``to_step`` instead of ``from_step``."""
+    return both(edit("load witness", scenario, at(from_step), **NOTHING),
+                edit("load witness", scenario, at(to_step), **LOADED))
+
+
+CASES: dict[str, Case] = {
+    "modules.module-load-is-immediate": Case(F, breaks=[
+        moved("module-LAZY", "cuModuleLoadData", "cuModuleGetFunction"),  # lazy loading deferring the module
+        edit("load witness", "module-EAGER", at("cuModuleLoadData"), **NOTHING),  # no witness saw it at all
+        # the witnesses disagree: MODULE_LOADED at the load, the global's memory only at the launch
+        both(edit("load witness", "module-EAGER", at("cuModuleLoadData"), memory_grew_mib=0.0),
+             edit("load witness", "module-EAGER", at("first launch"), memory_grew_mib=258.0)),
+    ]),
+    "modules.library-lazy-at-first-use": Case(F, breaks=[
+        moved("library-LAZY", "cuKernelGetFunction", "cuLibraryLoadData"),  # loaded at once, as if eager
+        edit("load witness", "library-LAZY", at("cuKernelGetFunction in the second context"), **NOTHING),
+        edit("load witness", "library-LAZY", at("second context created"), **LOADED),
+    ]),
+    "modules.library-eager-everywhere": Case(F, breaks=[
+        moved("library-EAGER", "cuLibraryLoadData", "cuKernelGetFunction"),  # waited for first use, as if lazy
+        edit("load witness", "library-EAGER", at("second context created"), **NOTHING),
+    ]),
+    "modules.default-loading-mode": Case(F, breaks=[
+        edit("loading mode", "module-unset", _value="CU_MODULE_EAGER_LOADING"),
+        moved("module-unset", "cuModuleLoadData", "first launch"),  # unset behaves unlike LAZY
+    ]),
+    "modules.per-context-instances": Case(F, breaks=[
+        edit("two contexts", "two-contexts", module_created=1013781248),  # the primary context's module
+        edit("two contexts", "two-contexts", global_created=140213064040448, read_primary=222),  # one shared global
+        edit("two contexts", "two-contexts", functions_differ=False),
+    ]),
+    "modules.library-per-context": Case(F, breaks=[
+        edit("library in two contexts", "library-LAZY", global_b=140213007417344, read_a=77),  # one shared global
+        edit("library in two contexts", "library-EAGER", function_b=1019478160),  # one function for both
+    ]),
+    "modules.nvcc-registration-makes-no-context": Case(F, breaks=[
+        edit("after dlopen", "nvcc", primary_active=True),
+        edit("after dlopen", "nvcc", current=0x3B90B640),
+        edit("stub", "nvcc", static_constructor=False),
+        edit("stub", "nvcc", registration_calls=[], expands_to={}),
+    ]),
+}
