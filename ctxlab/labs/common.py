@@ -10,8 +10,9 @@ from ctxlab.harness.isolate import run_isolated
 from ctxlab.harness.recorder import Recorder
 
 
-def cuda_recorder(scenario: str | None = None) -> Recorder:
-    """A recorder that stamps each observation with this thread's current context."""
+def cuda_recorder(scenario: str | None = None, tracer: Any = None) -> Recorder:
+    """A recorder that stamps each observation with this thread's current context; its tracer is the
+    one given, else the run's (--trace), else none."""
     from ctxlab.cuda import driver as drv
     from ctxlab.trace import start_for_child, summarize
 
@@ -19,7 +20,7 @@ def cuda_recorder(scenario: str | None = None) -> Recorder:
         view = drv.current()
         return (view.handle or None, view.id)
 
-    return Recorder(context_probe=probe, scenario=scenario, tracer=start_for_child(), summarize=summarize)
+    return Recorder(context_probe=probe, scenario=scenario, tracer=tracer or start_for_child(), summarize=summarize)
 
 
 def context_state(device: int, with_primary: bool = True) -> dict:

@@ -282,25 +282,17 @@ def module_loads(events: list) -> int:
                for e in events)
 
 
-def _context_now() -> tuple[int | None, int | None]:
-    from ctxlab.cuda import driver as drv
-
-    view = drv.current()
-    return view.handle or None, view.id
-
-
 def load_witness(scenario: str):
     """The step recorder of a loading scenario; without ``--trace``, a CUPTI resource tracer of its own."""
-    from ctxlab.harness.recorder import Recorder
     from ctxlab.labs.common import StepRecorder, cuda_recorder
-    from ctxlab.trace import Tracer, TraceUnavailable, summarize
+    from ctxlab.trace import Tracer, TraceUnavailable
 
     rec = cuda_recorder(scenario)
     cupti: bool | str = True
     if rec.tracer is None:  # untraced run: MODULE_LOADED still needs CUPTI's resource domain
         try:
             tracer = Tracer(domains=("resource",)).__enter__()
-            rec = Recorder(context_probe=_context_now, scenario=scenario, tracer=tracer, summarize=summarize)
+            rec = cuda_recorder(scenario, tracer=tracer)
         except TraceUnavailable as exc:
             cupti = str(exc)
     return StepRecorder(scenario, "load witness", LoadProbe(cupti), rec=rec)

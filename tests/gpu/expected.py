@@ -1,0 +1,45 @@
+"""The verdict each claim is expected to get on the GPU the expectations were written for.
+
+``tests/gpu/expected_verdicts.json`` names the GPU, driver and runtimes it was
+written for, and one verdict per claim (for untraced runs; ``traced`` lists the
+claims that read differently with --trace). On another GPU or driver the
+verdicts may rightly differ: the check is skipped with that reason, and the
+file for that machine is written from its recorded run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+FILE = Path(__file__).with_name("expected_verdicts.json")
+
+
+def expectations() -> dict:
+    return json.loads(FILE.read_text())
+
+
+def differs(run) -> str | None:
+    """Why the expectations do not apply to the machine ``run`` was recorded on, or None when they do."""
+    written = expectations()["written_for"]
+    env = run.environment
+    for key in ("gpu", "driver_version"):
+        if env.get(key) != written[key]:
+            return f"the expectations were written for {key} {written[key]!r}; this run is on {env.get(key)!r}"
+    return None
+
+
+def assert_expected(run, traced: bool = False) -> None:
+    """Every claim of ``run`` has the verdict expected for it on this GPU; no scenario broke."""
+    assert run.errors == (), run.errors
+    why = differs(run)
+    if why:
+        pytest.skip(why)
+    table = expectations()
+    expected = {**table["verdicts"], **(table["traced"] if traced else {})}
+    got = {c.id: c.verdict for c in run.claims}
+    wrong = {cid: f"{got[cid]} (expected {expected.get(cid)}): {c.evidence}" for c in run.claims
+             for cid in [c.id] if got[cid] != expected.get(cid)}
+    assert not wrong, wrong
