@@ -3,196 +3,354 @@
 The old text says a context's lifetime is a usage count moved by
 cuCtxAttach/cuCtxDetach and decremented by cudaThreadExit. Today the primary
 context has a reference count (cuDevicePrimaryCtxRetain/Release) that each
-copy of the runtime in the process also holds. Every scenario runs in a fresh
-child process: a reset or an over-release leaves the process unusable.
+copy of the runtime in the process also holds. Every scenario runs in its own
+child process: a reset or an over-release leaves the process unusable. Those
+that use data or handles after a release, a reset or a destroy are undefined
+behaviour: they run several times, each in a fresh process, and their claims
+judge over the distribution. The scenarios call cuda.bindings' driver and
+runtime directly where the call is the subject of the experiment.
 """
 
 from __future__ import annotations
 
-from ctxlab.claims import Claim, documented, old_text, one, select
+from typing import Any
+
+from ctxlab.claims import (Claim, MissingObservation, Observations, one, repeats, select, silent_wrong, some,
+                           spread)
+from ctxlab.lab import Lab, LabOptions, Scenario
+from ctxlab.record import Observation
 
 NAME = "refcount"
 KNOWN = 1000  # elements of the array whose reduction is checked after each step
+SMALL_SUM = 55  # sum(arange(10) + 1): a new CuPy allocation's right answer
+DESTROYED = "CUDA_ERROR_CONTEXT_IS_DESTROYED"
 # The step table: after every step, the primary context's state, the lab's retains, the thread's context, the pointer.
 VIEWS = {"state": ("active", "flags", "lab_retains", "current_id", "pointer_status")}
 
 PRIMARY = ("CUDA Driver API, Primary Context Management: cuDevicePrimaryCtxRetain/Release/GetState/Reset "
            "(https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html)")
+PRIMARY_RESET = ("CUDA Driver API, cuDevicePrimaryCtxReset: 'Destroy all allocations and reset all state on the "
+                 "primary context ... Explicitly destroys and cleans up all resources associated with the current "
+                 "device in the current process ... Resetting the primary context does not release it' "
+                 "(https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html)")
 RUNTIME_INTEROP = ("CUDA Runtime API, 'Interactions with the CUDA Driver API': the runtime uses and retains "
-                   "the device's primary context (https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DRIVER.html)")
+                   "the device's primary context "
+                   "(https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DRIVER.html)")
 OLD_TEXT = ("Old CUDA Runtime API text quoted by the user: 'the context's usage count is incremented by cuCtxAttach, "
             "decremented by cuCtxDetach ... cudaThreadExit'; cuCtxAttach/cuCtxDetach deprecated since CUDA 4.0 "
             "(https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html)")
 DEVICE_RESET = ("CUDA Runtime API, cudaDeviceReset: 'Explicitly destroys and cleans up all resources associated with "
-                "the current device in the current process' (https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html)")
+                "the current device in the current process' "
+                "(https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html)")
 THREAD_EXIT = ("CUDA 13.0 release notes: the deprecated cudaThread* functions were removed; cudaThreadExit was "
                "cudaDeviceReset (https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/)")
 CTX_CREATE = ("CUDA Runtime API, 'Interactions with the CUDA Driver API': a context created with cuCtxCreate "
               "and made current is used by the runtime, which does not retain it; cuCtxDestroy "
               "(https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html)")
+CTX_DESTROY = ("CUDA Driver API, cuCtxDestroy: 'If ctx is current to other threads, then ctx will remain current to "
+               "those threads, and attempting to access ctx from those threads will result in the error "
+               "CUDA_ERROR_CONTEXT_IS_DESTROYED' (https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html)")
 NO_DOC = "no documentation promises this; recorded as observed"
 
 
 # ---------------------------------------------------------------- claims
 
-def _extra(obs, scenario):
-    o = one(obs, "extra releases accepted", scenario)
-    return o.value
+RUNTIME_VARIANTS = (
+    ("runtime-1", ("cupy cudaSetDevice", "cupy array")),
+    ("runtime-2", ("cupy cudaSetDevice", "cupy array", "cuda.bindings cudaSetDevice", "cuda.bindings cudaFree(0)")),
+    ("runtime-array-only", ("cupy array",)),
+    ("runtime-setdevice-only", ("cupy cudaSetDevice",)),
+    ("runtime-free0-only", ("cupy cudaFree(0)",)),
+    ("runtime-bindings-only", ("cuda.bindings cudaSetDevice",)),
+)
+RUNTIME_SCENARIOS = tuple(name for name, _ in RUNTIME_VARIANTS)
+PAST_ZERO = ("runtime-1", "runtime-2")  # they hold an array, then release past zero and use it: undefined
 
 
-def judge_runtime_reference(obs):
-    v = _extra(obs, "runtime-1")
-    return documented(v["extra"] >= 1,
-                      f"with CuPy's runtime initialised, the driver accepted {v['extra']} release(s) beyond the lab's "
-                      f"{v['lab_retains']} retains before the primary context went inactive: the runtime holds a reference",
-                      f"no release beyond the lab's own was accepted: the runtime holds no reference ({v})")
+def version_text(version: Any) -> str:
+    """A CUDART_VERSION-style number as ``CUDA 13.2``; ``not recorded`` when absent."""
+    if not isinstance(version, int) or isinstance(version, bool):
+        return "not recorded"
+    return f"CUDA {version // 1000}.{version % 1000 // 10}"
 
 
-def judge_reference_per_copy(obs):
+def _by_repeat(observations: list) -> dict[Any, list]:
+    """Observations grouped by the repeat that made them (None: a scenario run once)."""
+    out: dict[Any, list] = {}
+    for o in observations:
+        out.setdefault(o.repeat, []).append(o)
+    return out
+
+
+def _runs(obs: Observations, scenario: str, answered: int) -> str:
+    """How many runs the distribution holds, and how many broke before recording (the runner's "repeat broke")."""
+    broke = len(select(obs, "repeat broke", scenario))
+    return f"{answered} run(s)" + (f" (and {broke} that broke before recording)" if broke else "")
+
+
+def _pointer_valid(value: dict) -> bool:
+    """Whether cuPointerGetAttribute still found the old pointer after the reset."""
+    return value.get("old_pointer_status") == "CUDA_SUCCESS" or bool(value.get("old_pointer_ok"))
+
+
+def facts_runtime_reference(obs: Observations) -> dict:
+    """Releases the driver accepted beyond the lab's retains, in every run of runtime-1."""
+    found = [o.value for o in some(obs, "extra releases accepted", "runtime-1")]
+    return {"repeats": len(found), "runs": _runs(obs, "runtime-1", len(found)),
+            "extra": spread(v["extra"] for v in found),
+            "lab_retains": spread(v["lab_retains"] for v in found), "refused": spread(v["refused"] for v in found),
+            "without": sum(1 for v in found if v["extra"] < 1)}
+
+
+def facts_reference_per_copy(obs: Observations) -> dict:
+    """The runtime copies in the process and the references held after each way of initialising."""
     copies = one(obs, "runtime copies", "runtime-2").value
-    counts = [f"{' + '.join(o.value['calls'])}: {o.value['extra']}" for o in select(obs, "extra releases accepted")]
-    return "observed", (f"runtime copies in the process: {', '.join(f'{k} {v}' for k, v in copies['versions'].items())} "
-                        f"({copies['note']}); references held beyond the lab's after " + "; ".join(counts))
+    counts: dict[str, list] = {}
+    for o in some(obs, "extra releases accepted"):
+        counts.setdefault(" + ".join(o.value["calls"]), []).append(o.value["extra"])
+    return {"versions": ", ".join(f"{name}: {version_text(v)}" for name, v in copies["versions"].items()),
+            "note": copies["note"], "counts": "; ".join(f"{calls}: {spread(n)}" for calls, n in counts.items())}
 
 
-def judge_primary_count(obs):
-    v = _extra(obs, "runtime-1")
-    last = v["after_last"]
-    return documented(not last["active"],
-                      f"the primary context went inactive when the count reached zero; the next release "
-                      f"returned {v['refused']}",
-                      f"the primary context stayed active after every reference was released: {last}")
+def _count_trail(summary: dict, states: list) -> tuple[bool, bool]:
+    """(alive while references were left, inactive once the last accepted release took the count to zero)."""
+    trail = [o.value["active"] for o in states if o.step.startswith("release beyond")]
+    extra = summary["extra"]
+    if extra < 1 or len(trail) < extra:
+        return all(trail), False
+    return all(trail[:extra - 1]), not trail[extra - 1] and not summary["after_last"]["active"]
 
 
-def judge_release_destroys(obs):
-    o = one(obs, "old data after destruction", "runtime-1")
-    return "observed", (f"after the last release the runtime still had handle {o.value['current']:#x} current; "
-                        f"reduction over an array made before: {o.value['reduction']}; a new CuPy allocation: "
-                        f"{o.value['new_allocation']}")
+def facts_primary_count(obs: Observations) -> dict:
+    """Per run: active while releases left references, inactive once the count reached zero."""
+    summaries = _by_repeat(some(obs, "extra releases accepted", "runtime-1"))
+    states = _by_repeat(some(obs, "state", "runtime-1"))
+    alive = inactive = 0
+    for repeat, (summary, *_) in summaries.items():
+        above, at_zero = _count_trail(summary.value, states.get(repeat, []))
+        alive, inactive = alive + above, inactive + at_zero
+    refused = [s.value["refused"] for found in summaries.values() for s in found]
+    return {"repeats": len(summaries), "runs": _runs(obs, "runtime-1", len(summaries)), "alive": alive,
+            "inactive": inactive, "refused": spread(refused),
+            "accepted_all": sum(1 for r in refused if r is None)}
 
 
-def judge_release_without_retain(obs):
-    o = one(obs, "release without retain", "release-without-retain")
-    return "observed", f"cuDevicePrimaryCtxRelease with no retain: {o.value['status']}"
+def facts_after_last_release(obs: Observations) -> dict:
+    """What old data and a new CuPy allocation gave after the count reached zero, per run."""
+    found = [o for o in some(obs, "old data after destruction") if o.scenario in PAST_ZERO]
+    if not found:
+        raise MissingObservation("old data after destruction in scenario " + " or ".join(PAST_ZERO))
+    parts, outcomes = [], []
+    for scenario in PAST_ZERO:
+        mine = [o.value for o in found if o.scenario == scenario]
+        if not mine:
+            continue
+        outcomes += [v["reduction"] for v in mine] + [v["new_allocation"] for v in mine]
+        parts.append(f"{scenario} ({_runs(obs, scenario, len(mine))}): a context still current on the thread in "
+                     f"{sum(1 for v in mine if v['current'])}, reduction over an array made before: "
+                     f"{spread(v['reduction'] for v in mine)}, a new CuPy allocation: "
+                     f"{spread(v['new_allocation'] for v in mine)}")
+    return {"outcomes": "; ".join(parts), "silent_wrong": silent_wrong(outcomes)}
 
 
-def judge_device_reset(obs):
-    o = one(obs, "after cudaDeviceReset", "device-reset")
-    v = o.value
-    return documented(not v["old_pointer_ok"],
-                      f"cudaDeviceReset ({v['runtime']}) destroyed the allocations although the driver API held "
-                      f"{v['lab_retains']} retain(s): old pointer {v['old_pointer_status']}; primary active after: "
-                      f"{v['active']}; next CuPy reduction over the old array: {v['old_reduction']}; new CuPy "
-                      f"allocation and cached kernel: {v['next_cupy']}",
-                      f"allocations survived cudaDeviceReset: {v}")
+def facts_release_without_retain(obs: Observations) -> dict:
+    """The status of a release with no retain."""
+    return {"status": spread(v["status"] for v in repeats(obs, "release without retain", "release-without-retain"))}
 
 
-def judge_primary_reset(obs):
-    reset = one(obs, "after cuDevicePrimaryCtxReset", "primary-reset").value
-    return "observed", (f"cuDevicePrimaryCtxReset with {reset['lab_retains']} lab retain(s) and the runtime's: "
-                        f"old pointer {reset['old_pointer_status']}, active after {reset['active']}, "
-                        f"context id {reset['id_before']} -> {reset['id_after']}; release only drops the count")
+def facts_device_reset(obs: Observations) -> dict:
+    """The old pointer and CuPy's next results after cudaDeviceReset, in every run."""
+    found = [o.value for o in some(obs, "after cudaDeviceReset", "device-reset")]
+    return {"repeats": len(found), "runs": _runs(obs, "device-reset", len(found)),
+            "runtime": spread(v["runtime"] for v in found),
+            "status": spread(v["status"] for v in found), "lab_retains": spread(v["lab_retains"] for v in found),
+            "valid": sum(1 for v in found if _pointer_valid(v)),
+            "pointer": spread(v["old_pointer_status"] for v in found),
+            "active": spread(v["active"] for v in found), "old_reduction": spread(v["old_reduction"] for v in found),
+            "next_cupy": spread(v["next_cupy"] for v in found),
+            "silent_wrong": silent_wrong([v["old_reduction"] for v in found] + [v["next_cupy"] for v in found])}
 
 
-def judge_attach_detach(obs):
-    v = one(obs, "cuCtxAttach/cuCtxDetach", "created").value
-    works = v["attach"] == "CUDA_SUCCESS" and v["first_detach"] == "CUDA_SUCCESS" and v["alive_after_first_detach"]
-    return old_text(works and not v["alive_after_second_detach"],
-                    f"deprecated but still exported: attach -> {v['attach']}, detach -> {v['first_detach']} "
-                    f"(context alive), second detach -> {v['second_detach']} destroyed it: they still move a usage count",
-                    f"attach -> {v['attach']}, detach -> {v['first_detach']}, alive after one detach: "
-                    f"{v['alive_after_first_detach']}, after two: {v['alive_after_second_detach']}; the live count is "
-                    f"the primary context's retain/release")
+def facts_primary_reset(obs: Observations) -> dict:
+    """The old pointer and the next retain's context after cuDevicePrimaryCtxReset, in every run."""
+    found = [o.value for o in some(obs, "after cuDevicePrimaryCtxReset", "primary-reset")]
+    return {"repeats": len(found), "runs": _runs(obs, "primary-reset", len(found)),
+            "status": spread(v["status"] for v in found), "lab_retains": spread(v["lab_retains"] for v in found),
+            "valid": sum(1 for v in found if _pointer_valid(v)),
+            "pointer": spread(v["old_pointer_status"] for v in found),
+            "active": spread(v["active"] for v in found),
+            "ids": spread(f"{v['id_before']} -> {v['id_after']}" for v in found),
+            "not_new": sum(1 for v in found if v["id_after"] is None or v["id_after"] == v["id_before"]),
+            "old_reduction": spread(v["old_reduction"] for v in found),
+            "silent_wrong": silent_wrong(v["old_reduction"] for v in found)}
 
 
-def judge_runtime_does_not_retain(obs):
-    v = one(obs, "cuCtxDestroy after runtime use", "created").value
-    return documented(v["destroy"] == "CUDA_SUCCESS" and not v["alive_after"],
-                      f"cuCtxDestroy succeeded after CuPy allocated in the context (allocation there: "
-                      f"{v.get('allocation_in_created')}) and the context was gone ({v['id_after']}): the runtime held "
-                      f"no reference; next CuPy call: {v['next_cupy']}"
-                      + ("" if v.get("cupy_left_created_current", True) else
-                         "; CuPy's first kernel had meanwhile made the primary context current on the thread"),
-                      f"the runtime kept the context alive: {v}")
+def facts_attach_detach(obs: Observations) -> dict:
+    """cuCtxAttach/cuCtxDetach statuses and whether the context lived, in every run."""
+    found = [o.value for o in some(obs, "cuCtxAttach/cuCtxDetach", "created")]
+    counted = sum(1 for v in found if v["attach"] == v["first_detach"] == "CUDA_SUCCESS"
+                  and v["alive_after_first_detach"] and not v["alive_after_second_detach"])
+    return {"repeats": len(found), "runs": _runs(obs, "created", len(found)), "counted": counted,
+            "attach": spread(v["attach"] for v in found),
+            "first_detach": spread(v["first_detach"] for v in found),
+            "alive1": spread(v["alive_after_first_detach"] for v in found),
+            "second_detach": spread(v["second_detach"] for v in found),
+            "alive2": spread(v["alive_after_second_detach"] for v in found)}
 
 
-def judge_destroy_elsewhere(obs):
-    v = one(obs, "destroyed while current elsewhere", "created").value
-    return "observed", (f"thread B had the context current while thread A destroyed it: cuCtxGetCurrent on B -> "
-                        f"{v['current_after']:#x}, cuCtxSynchronize -> {v['synchronize']}, cuMemAlloc -> {v['alloc']}")
+def facts_runtime_does_not_retain(obs: Observations) -> dict:
+    """cuCtxDestroy after CuPy used a created context, in every run."""
+    found = [o.value for o in some(obs, "cuCtxDestroy after runtime use", "created")]
+    gone = sum(1 for v in found if v["destroy"] == "CUDA_SUCCESS" and not v["alive_after"])
+    return {"repeats": len(found), "runs": _runs(obs, "created", len(found)), "gone": gone,
+            "destroy": spread(v["destroy"] for v in found),
+            "in_created": sum(1 for v in found if v["allocation_in_created"]),
+            "left_current": sum(1 for v in found if v.get("cupy_left_created_current")),
+            "id_after": spread(v["id_after"] for v in found), "next_cupy": spread(v["next_cupy"] for v in found)}
 
 
-def judge_thread_exit(obs):
+def _destroyed_handle(obs: Observations, o: Observation) -> Any:
+    """The context thread A destroyed; recordings made before the field name it in B's "B: pushed" state."""
+    if o.value.get("handle") is not None:
+        return o.value["handle"]
+    pushed = [s for s in select(obs, "state", o.scenario) if s.repeat == o.repeat and s.step == "B: pushed"]
+    if not pushed:
+        raise MissingObservation("the destroyed context's handle (or B's state after the push) in scenario created")
+    return pushed[0].value["current"]
+
+
+def facts_destroy_elsewhere(obs: Observations) -> dict:
+    """Thread B's current context and its calls after thread A destroyed the context, in every run."""
+    found = some(obs, "destroyed while current elsewhere", "created")
+    still = sum(1 for o in found if o.value["current_after"] and o.value["current_after"] == _destroyed_handle(obs, o))
+    values = [o.value for o in found]
+    return {"repeats": len(found), "runs": _runs(obs, "created", len(found)), "still": still,
+            "destroy": spread(v["destroy"] for v in values),
+            "synchronize": spread(v["synchronize"] for v in values), "alloc": spread(v["alloc"] for v in values),
+            "refused": sum(1 for v in values if v["synchronize"] == v["alloc"] == DESTROYED)}
+
+
+def _header_text(header: dict) -> str:
+    return f"{header['path']} (CUDART_VERSION {header.get('cudart_version')})"
+
+
+def facts_thread_exit(obs: Observations) -> dict:
+    """Whether the runtime that ran exports cudaThreadExit, or the header of its exact version declares it."""
     v = one(obs, "cudaThreadExit", "thread-exit").value
-    present = v["in_cuda_bindings"] or v["in_header"]
-    return old_text(present, f"cudaThreadExit is still there: {v}",
-                    f"absent from the runtime we run (cuda.bindings {v['cuda_bindings']}: no cudaThreadExit"
-                    f"{'; cuda_runtime_api.h of CUDA ' + v['header_version'] + ' does not declare it' if v['header_version'] else ''}); "
-                    f"use cudaDeviceReset")
+    # Recordings made before these fields: nothing says which runtime ran, so no header can be matched.
+    versions = v.get("runtime_versions") or {}
+    seen = v.get("headers_seen") or []
+    ran = {n for n in versions.values() if isinstance(n, int)}
+    matched = [h for h in seen if h.get("cudart_version") in ran]
+    declared = [h for h in matched if h.get("declares_cudaThreadExit")]
+    return {"exported": bool(v["in_cuda_bindings"]), "declared": bool(declared),
+            "cuda_bindings": v.get("cuda_bindings") or "not recorded",
+            "bindings_runtime": version_text(versions.get("cuda_bindings")),
+            "cupy_runtime": version_text(versions.get("cupy")),
+            "matched": ", ".join(f"{_header_text(h)} declares it: {bool(h.get('declares_cudaThreadExit'))}"
+                                 for h in matched) or "none",
+            "seen": ", ".join(_header_text(h) for h in seen) or "none recorded"}
 
 
 CLAIMS = (
     Claim("refcount.runtime-holds-reference",
           "The runtime retains the primary context it uses: releasing it from the driver API only after the "
-          "runtime's reference is gone makes it inactive.", RUNTIME_INTEROP, judge_runtime_reference),
+          "runtime's reference is gone makes it inactive.", RUNTIME_INTEROP, "promise", ("runtime-1",),
+          facts_runtime_reference,
+          "with CuPy's runtime initialised, over {runs}: releases the driver accepted beyond the lab's "
+          "{lab_retains} retains: {extra}; the release after them returned {refused}",
+          lambda f: f["without"] == 0),
     Claim("refcount.reference-per-runtime-copy",
           "How many references the primary context holds when several copies of the runtime are initialised.",
-          NO_DOC, judge_reference_per_copy),
+          NO_DOC, "observation", RUNTIME_SCENARIOS, facts_reference_per_copy,
+          "runtime copies in the process: {versions} ({note}); releases accepted beyond the lab's own after {counts}"),
     Claim("refcount.primary-count",
           "The primary context lives while its retain count is above zero and is destroyed when it reaches zero.",
-          PRIMARY, judge_primary_count),
+          PRIMARY, "promise", ("runtime-1",), facts_primary_count,
+          "over {runs} releasing past the lab's retains: the primary context stayed active while "
+          "references were left in {alive}, was inactive after the last accepted release in {inactive}; the "
+          "release after it returned {refused}",
+          lambda f: f["alive"] == f["inactive"] == f["repeats"] and f["accepted_all"] == 0),
     Claim("refcount.after-last-release",
           "What the runtime and earlier data see after the primary context was released to zero under it.",
-          NO_DOC, judge_release_destroys),
+          NO_DOC, "observation", PAST_ZERO, facts_after_last_release,
+          "after the last release: {outcomes}; wrong values returned without an error: {silent_wrong}"),
     Claim("refcount.release-without-retain",
-          "cuDevicePrimaryCtxRelease without a prior retain.", NO_DOC, judge_release_without_retain),
+          "cuDevicePrimaryCtxRelease without a prior retain.", NO_DOC, "observation", ("release-without-retain",),
+          facts_release_without_retain, "cuDevicePrimaryCtxRelease with no retain: {status}"),
     Claim("refcount.device-reset-destroys",
           "cudaDeviceReset destroys all allocations of the device's primary context at once, whoever else retains it.",
-          DEVICE_RESET, judge_device_reset),
+          DEVICE_RESET, "promise", ("device-reset",), facts_device_reset,
+          "cudaDeviceReset through the {runtime} runtime ({status}) with {lab_retains} driver retain(s) held, over "
+          "{runs}: the old pointer was still valid in {valid} (cuPointerGetAttribute: {pointer}); "
+          "primary context active after: {active}; CuPy reduction over the old array: {old_reduction}; a new CuPy "
+          "allocation and cached kernel: {next_cupy}; wrong values returned without an error: {silent_wrong}",
+          lambda f: f["valid"] == 0 and f["silent_wrong"] == 0),
     Claim("refcount.primary-reset",
-          "cuDevicePrimaryCtxReset compared with cuDevicePrimaryCtxRelease.", PRIMARY, judge_primary_reset),
+          "cuDevicePrimaryCtxReset destroys the primary context's allocations and state although it is still "
+          "retained: the old pointer is invalid afterwards, and the next retain gives a new context.",
+          PRIMARY_RESET, "promise", ("primary-reset",), facts_primary_reset,
+          "cuDevicePrimaryCtxReset ({status}) on the primary context CuPy's runtime uses, over {runs}: "
+          "the old pointer was still valid in {valid} (cuPointerGetAttribute: {pointer}); primary context active "
+          "after: {active}; context id before the reset -> after the next retain: {ids} (the same, or no context, "
+          "in {not_new}); the lab's retains at the end: {lab_retains}; CuPy reduction over the old array: "
+          "{old_reduction}; wrong values returned without an error: {silent_wrong}",
+          lambda f: f["valid"] == 0 and f["not_new"] == 0),
     Claim("refcount.attach-detach-count",
-          "A context's lifetime is a usage count moved by cuCtxAttach and cuCtxDetach.", OLD_TEXT,
-          judge_attach_detach),
+          "A context's lifetime is a usage count moved by cuCtxAttach and cuCtxDetach.", OLD_TEXT, "old-text",
+          ("created",), facts_attach_detach,
+          "on a cuCtxCreate context, over {runs}: cuCtxAttach -> {attach}; cuCtxDetach -> {first_detach}, "
+          "context alive after: {alive1}; a second cuCtxDetach -> {second_detach}, context alive after: {alive2}",
+          lambda f: f["counted"] == f["repeats"]),
     Claim("refcount.runtime-does-not-retain-created",
           "The runtime uses a cuCtxCreate context that is current but neither retains nor releases it.",
-          CTX_CREATE, judge_runtime_does_not_retain),
+          CTX_CREATE, "promise", ("created",), facts_runtime_does_not_retain,
+          "over {runs}: CuPy's allocation belonged to the created context in {in_created}, CuPy's kernels "
+          "left it current in {left_current}; cuCtxDestroy -> {destroy}, the context gone afterwards in {gone} "
+          "(cuCtxGetId: {id_after}); the next CuPy call: {next_cupy}",
+          lambda f: f["gone"] == f["in_created"] == f["repeats"]),
     Claim("refcount.destroy-while-current-elsewhere",
-          "What a thread gets when the context current on it is destroyed by another thread.", NO_DOC,
-          judge_destroy_elsewhere),
+          "A context destroyed by one thread while current on another stays current there, and that thread's "
+          "calls return CUDA_ERROR_CONTEXT_IS_DESTROYED.", CTX_DESTROY, "promise", ("created",),
+          facts_destroy_elsewhere,
+          "thread A's cuCtxDestroy -> {destroy}; over {runs}, thread B's current context was still the "
+          "destroyed one in {still}; on B, cuCtxSynchronize -> {synchronize}, cuMemAlloc -> {alloc}",
+          lambda f: f["still"] == f["refused"] == f["repeats"]),
     Claim("refcount.thread-exit",
-          "cudaThreadExit releases the runtime's context (old text).", THREAD_EXIT, judge_thread_exit),
+          "cudaThreadExit releases the runtime's context (old text).", THREAD_EXIT, "old-text", ("thread-exit",),
+          facts_thread_exit,
+          "cuda.bindings {cuda_bindings} (its runtime: {bindings_runtime}; CuPy's runtime: {cupy_runtime}) "
+          "exports cudaThreadExit: {exported}; cuda_runtime_api.h of the runtime version that ran: {matched}; "
+          "headers found: {seen}",
+          lambda f: f["exported"] or f["declared"]),
 )
 
 
 # ---------------------------------------------------------------- helpers run in children
 
-class Tracker:
-    """Records the step table: primary state, the lab's retains, current context, pointer validity."""
+class Held:
+    """What the lab holds in a child: its retains of the primary context and the pointer whose validity it watches."""
 
-    def __init__(self, scenario: str, device: int):
-        from ctxlab.labs.common import cuda_recorder
-
-        self.rec = cuda_recorder(scenario)
+    def __init__(self, device: int):
         self.device = device
         self.retains = 0
         self.pointer: int | None = None
 
-    def state(self, step: str) -> dict:
+    def probe(self, events: list) -> dict:
+        """The step table's row: the thread's context and the primary state, the lab's retains, the pointer."""
         from ctxlab.cuda import driver as drv
         from ctxlab.labs.common import context_state
 
-        events = self.rec.take_events()  # what the step caused, before our own probing
         # No retain to read the primary handle here: this lab counts retains.
         value = {**context_state(self.device, with_primary=False), "lab_retains": self.retains}
         if self.pointer is not None:
             ptr = drv.outcome(drv.pointer_context, self.pointer)
             value["pointer_valid"] = ptr["ok"]
             value["pointer_status"] = ptr["status"]
-        self.rec.add(step, "state", value, context=(value["current"] or None, value["current_id"]), events=events)
         return value
 
-    def retain(self):
+    def retain(self) -> int:
+        """cuDevicePrimaryCtxRetain, counted."""
         from ctxlab.cuda import driver as drv
 
         handle = drv.primary_retain(self.device)
@@ -200,6 +358,7 @@ class Tracker:
         return handle
 
     def release(self) -> str:
+        """cuDevicePrimaryCtxRelease, counted when it succeeds; its status name."""
         from ctxlab.cuda import driver as drv
 
         out = drv.outcome(drv.primary_release, self.device)
@@ -208,14 +367,11 @@ class Tracker:
         return out["status"]
 
 
-def _cupy_outcome(fn) -> str:
-    from ctxlab.cuda.errors import from_exception
+def _steps(scenario: str, held: Held):
+    """The step recorder of a scenario: one "state" observation after each step."""
+    from ctxlab.labs.common import StepRecorder
 
-    try:
-        return f"ok ({fn()})"
-    except Exception as exc:
-        err = from_exception(exc)
-        return err.name if err else f"{type(exc).__name__}: {exc}"
+    return StepRecorder(scenario, "state", held.probe)
 
 
 def _known_array():
@@ -225,7 +381,14 @@ def _known_array():
     return a, 3 * KNOWN * (KNOWN - 1) // 2 + KNOWN
 
 
-def _runtime_call(call: str, device: int, t: "Tracker", held: dict) -> None:
+def _small_sum() -> int:
+    """A new CuPy allocation and kernel; its right answer is SMALL_SUM."""
+    import cupy
+
+    return int((cupy.arange(10) + 1).sum())
+
+
+def _runtime_call(call: str, device: int, held: Held, steps, arrays: dict) -> None:
     """One initialising runtime call, through CuPy's runtime copy or cuda.bindings' copy."""
     import cupy
     from cuda.bindings import runtime as bindings_runtime
@@ -235,80 +398,89 @@ def _runtime_call(call: str, device: int, t: "Tracker", held: dict) -> None:
     elif call == "cupy cudaFree(0)":
         cupy.cuda.runtime.free(0)
     elif call == "cupy array":
-        held["a"], held["expected"] = _known_array()
-        t.pointer = held["a"].data.ptr
+        arrays["a"], arrays["expected"] = _known_array()
+        held.pointer = arrays["a"].data.ptr
     elif call == "cuda.bindings cudaSetDevice":
         bindings_runtime.cudaSetDevice(device)
     elif call == "cuda.bindings cudaFree(0)":
         bindings_runtime.cudaFree(0)
     else:
         raise ValueError(call)
-    t.state(call)
+    steps.after(call)
 
 
-def runtime_reference(device: int, scenario: str, calls: tuple) -> dict:
-    """Initialise through the given runtime calls, retain/release from the driver, then release past zero."""
-    import cupy
+def _release_past_zero(held: Held, steps, a, expected) -> tuple[int, str | None, dict | None]:
+    """Release beyond the lab's retains until the driver refuses: (accepted, the refusal, the state after)."""
+    from ctxlab.cuda.outcome import checked
 
-    from ctxlab.cuda import driver as drv
-    from ctxlab.cuda.environment import init_driver, runtime_versions
-    from ctxlab.labs.common import scenario_output
-
-    t = Tracker(scenario, device)
-    init_driver()
-    t.state("start")
-    held: dict = {}
-    for call in calls:
-        _runtime_call(call, device, t, held)
-    a, expected = held.get("a"), held.get("expected")
-    maps = sorted({line.split()[-1] for line in open("/proc/self/maps") if "libcudart" in line})
-    initialised = sorted({call.split()[0] for call in calls})
-    t.rec.add("copies", "runtime copies", {"initialised": initialised, "versions": runtime_versions(),
-                                          "shared_libcudart_mapped": maps,
-                                          "note": "no libcudart mapped: each copy is linked into its module"
-                                          if not maps else "shared libcudart mapped"})
-    t.retain()
-    t.retain()
-    t.state("lab retained twice")
-    t.release()
-    t.release()
-    t.state("lab released twice")
-    if a is not None:
-        t.rec.add("check", "reduction", {"sum": int(a.sum()), "expected": expected})
     extra, refused, last = 0, None, None
     for _ in range(8):
-        status = t.release()
-        last = t.state(f"release beyond the lab's retains (#{extra + 1}): {status}")
+        status = held.release()
+        last = steps.after(f"release beyond the lab's retains (#{extra + 1}): {status}")
         if status != "CUDA_SUCCESS":
             refused = status
             break
         extra += 1
         if last["active"] and a is not None:
-            t.rec.add("check", "reduction while still active",
-                      {"sum": _cupy_outcome(lambda: int(a.sum())), "expected": expected})
-    t.rec.add("summary", "extra releases accepted", {"extra": extra, "lab_retains": 2, "refused": refused,
-                                                    "after_last": last, "calls": list(calls)})
+            steps.rec.add("check", "reduction while still active",
+                          {"sum": checked(lambda: int(a.sum()), expected), "expected": expected})
+    return extra, refused, last
+
+
+def runtime_reference(device: int, scenario: str, calls: tuple) -> dict:
+    """Initialise through the given runtime calls, retain/release from the driver, then release past zero."""
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.environment import init_driver, runtime_versions
+    from ctxlab.cuda.outcome import checked
+
+    held = Held(device)
+    steps = _steps(scenario, held)
+    init_driver()
+    steps.after("start")
+    arrays: dict = {}
+    for call in calls:
+        _runtime_call(call, device, held, steps, arrays)
+    a, expected = arrays.get("a"), arrays.get("expected")
+    with open("/proc/self/maps") as f:
+        maps = sorted({line.split()[-1] for line in f if "libcudart" in line})
+    initialised = sorted({call.split()[0] for call in calls})
+    steps.rec.add("copies", "runtime copies", {"initialised": initialised, "versions": runtime_versions(),
+                                               "shared_libcudart_mapped": maps,
+                                               "note": "no libcudart mapped: each copy is linked into its module"
+                                               if not maps else "shared libcudart mapped"})
+    held.retain()
+    held.retain()
+    steps.after("lab retained twice")
+    held.release()
+    held.release()
+    steps.after("lab released twice")
+    if a is not None:
+        steps.rec.add("check", "reduction", {"sum": int(a.sum()), "expected": expected})
+    extra, refused, last = _release_past_zero(held, steps, a, expected)
+    steps.rec.add("summary", "extra releases accepted", {"extra": extra, "lab_retains": 2, "refused": refused,
+                                                        "after_last": last, "calls": list(calls)})
     cur = drv.outcome(drv.current)
-    old = _cupy_outcome(lambda: int(a.sum()) == expected and f"sum {expected}, correct") if a is not None else None
-    new = _cupy_outcome(lambda: int((cupy.arange(10) + 1).sum()))
-    t.rec.add("after", "old data after destruction",
-              {"current": cur["value"].handle if cur["ok"] else 0, "reduction": old, "new_allocation": new})
-    t.state("after the CuPy calls")
-    return scenario_output(t.rec)
+    # Undefined from here on: the array's context was released to zero under it.
+    old = checked(lambda: int(a.sum()), expected) if a is not None else None
+    steps.rec.add("after", "old data after destruction",
+                  {"current": cur["value"].handle if cur["ok"] else 0, "reduction": old,
+                   "new_allocation": checked(_small_sum, SMALL_SUM)})
+    steps.after("after the CuPy calls")
+    return steps.output()
 
 
 def release_without_retain(device: int) -> dict:
+    """cuDevicePrimaryCtxRelease in a process that never retained the primary context."""
     from ctxlab.cuda import driver as drv
     from ctxlab.cuda.environment import init_driver
-    from ctxlab.labs.common import scenario_output
 
-    t = Tracker("release-without-retain", device)
+    steps = _steps("release-without-retain", Held(device))
     init_driver()
-    t.state("start")
+    steps.after("start")
     out = drv.outcome(drv.primary_release, device)
-    t.rec.add("release", "release without retain", {"status": out["status"]})
-    t.state("after release")
-    return scenario_output(t.rec)
+    steps.rec.add("release", "release without retain", {"status": out["status"]})
+    steps.after("after release")
+    return steps.output()
 
 
 def device_reset(device: int) -> dict:
@@ -317,117 +489,127 @@ def device_reset(device: int) -> dict:
     from cuda.bindings import runtime as bindings_runtime
 
     from ctxlab.cuda import driver as drv
-    from ctxlab.labs.common import scenario_output
+    from ctxlab.cuda.outcome import checked
 
-    t = Tracker("device-reset", device)
+    held = Held(device)
+    steps = _steps("device-reset", held)
     cupy.cuda.runtime.setDevice(device)
     a, expected = _known_array()
     cached = int((a * 5).sum())  # compiles and loads a kernel CuPy keeps in its per-device cache
-    t.pointer = a.data.ptr
-    t.retain()
-    before = t.state("CuPy array, cached kernel, one driver retain")
+    held.pointer = a.data.ptr
+    held.retain()
+    before = steps.after("CuPy array, cached kernel, one driver retain")
     # CuPy does not wrap cudaDeviceReset; cuda.bindings' own runtime copy makes the call.
     bindings_runtime.cudaSetDevice(device)
     status = bindings_runtime.cudaDeviceReset()[0]
-    after = t.state(f"cudaDeviceReset (cuda.bindings runtime): {status.name}")
-    old = _cupy_outcome(lambda: int(a.sum()) == expected and f"sum {expected}, correct")
-    nxt = _cupy_outcome(lambda: int((cupy.arange(KNOWN, dtype=cupy.int64) * 5).sum()) == cached and "correct")
-    t.rec.add("after", "after cudaDeviceReset",
-              {"runtime": "cuda.bindings", "status": status.name, "lab_retains": t.retains,
-               "active": after["active"], "old_pointer_ok": bool(after.get("pointer_valid")),
-               "old_pointer_status": after.get("pointer_status"), "old_reduction": old, "next_cupy": nxt,
-               "id_before": before["current_id"], "current_after": after["current"]})
-    t.state("after the CuPy calls")
+    after = steps.after(f"cudaDeviceReset (cuda.bindings runtime): {status.name}")
+    old = checked(lambda: int(a.sum()), expected)
+    nxt = checked(lambda: int((cupy.arange(KNOWN, dtype=cupy.int64) * 5).sum()), cached)
+    steps.rec.add("after", "after cudaDeviceReset",
+                  {"runtime": "cuda.bindings", "status": status.name, "lab_retains": held.retains,
+                   "active": after["active"], "old_pointer_ok": bool(after.get("pointer_valid")),
+                   "old_pointer_status": after.get("pointer_status"), "old_reduction": old, "next_cupy": nxt,
+                   "id_before": before["current_id"], "current_after": after["current"]})
+    steps.after("after the CuPy calls")
     ctx = drv.outcome(drv.primary_retain, device)
-    t.rec.add("after", "primary after reset", {"retain": ctx["status"],
-                                              "id": drv.outcome(drv.context_id, ctx.get("value", 0)).get("value")})
-    return scenario_output(t.rec)
+    steps.rec.add("after", "primary after reset",
+                  {"retain": ctx["status"], "id": drv.outcome(drv.context_id, ctx.get("value", 0)).get("value")})
+    return steps.output()
 
 
 def primary_reset(device: int) -> dict:
+    """cuDevicePrimaryCtxReset under the runtime's reference and a lab retain, then a new retain."""
     import cupy
 
     from ctxlab.cuda import driver as drv
-    from ctxlab.labs.common import scenario_output
+    from ctxlab.cuda.outcome import checked
 
-    t = Tracker("primary-reset", device)
+    held = Held(device)
+    steps = _steps("primary-reset", held)
     cupy.cuda.runtime.setDevice(device)
     a, expected = _known_array()
-    t.pointer = a.data.ptr
-    t.retain()
-    before = t.state("runtime initialised, one driver retain")
+    held.pointer = a.data.ptr
+    held.retain()
+    before = steps.after("runtime initialised, one driver retain")
     status = drv.outcome(drv.primary_reset, device)["status"]
-    after = t.state(f"cuDevicePrimaryCtxReset: {status}")
+    after = steps.after(f"cuDevicePrimaryCtxReset: {status}")
     handle = drv.outcome(drv.primary_retain, device)
     if handle["ok"]:
-        t.retains += 1
-    again = t.state("retained again")
-    t.rec.add("after", "after cuDevicePrimaryCtxReset",
-              {"status": status, "lab_retains": t.retains, "active": after["active"],
-               "old_pointer_status": after.get("pointer_status"), "id_before": before["current_id"],
-               "id_after": drv.outcome(drv.context_id, handle.get("value", 0)).get("value"),
-               "active_after_retain": again["active"],
-               "old_reduction": _cupy_outcome(lambda: int(a.sum()) == expected and "correct")})
-    t.state("after the CuPy call")
-    return scenario_output(t.rec)
+        held.retains += 1
+    again = steps.after("retained again")
+    steps.rec.add("after", "after cuDevicePrimaryCtxReset",
+                  {"status": status, "lab_retains": held.retains, "active": after["active"],
+                   "old_pointer_status": after.get("pointer_status"), "id_before": before["current_id"],
+                   "retain_after": handle["status"],
+                   "id_after": drv.outcome(drv.context_id, handle.get("value", 0)).get("value"),
+                   "active_after_retain": again["active"],
+                   "old_reduction": checked(lambda: int(a.sum()), expected)})
+    steps.after("after the CuPy call")
+    return steps.output()
 
 
-def created(device: int) -> dict:
-    """cuCtxAttach/cuCtxDetach, runtime use then cuCtxDestroy, and destroy while current on another thread."""
-    import cupy
-
+def _alive(ctx) -> bool:
     from ctxlab.cuda import driver as drv
-    from ctxlab.cuda.environment import init_driver
-    from ctxlab.harness.threads import Choreography, Step
-    from ctxlab.labs.common import scenario_output
 
-    driver = init_driver()
-    t = Tracker("created", device)
+    return drv.outcome(drv.context_id, ctx)["ok"]
 
-    def alive(ctx) -> bool:
-        return drv.outcome(drv.context_id, ctx)["ok"]
 
-    # 1. cuCtxAttach / cuCtxDetach on a created context.
+def _attach_detach(driver, device: int, steps) -> None:
+    """cuCtxAttach / cuCtxDetach on a created context: does a second detach destroy it?"""
+    from ctxlab.cuda import driver as drv
+
     ctx = drv.create_context(device)
-    t.state("cuCtxCreate")
+    steps.after("cuCtxCreate")
     attach = driver.cuCtxAttach(0)
     attach_status = drv.raw_status(attach, "cuCtxAttach")
-    t.state(f"cuCtxAttach: {attach_status}")
+    steps.after(f"cuCtxAttach: {attach_status}")
     first = drv.raw_status(driver.cuCtxDetach(drv.as_context(ctx)), "cuCtxDetach")
-    alive1 = alive(ctx)
-    t.state(f"cuCtxDetach: {first}")
+    alive1 = _alive(ctx)
+    steps.after(f"cuCtxDetach: {first}")
     second = drv.raw_status(driver.cuCtxDetach(drv.as_context(ctx)), "cuCtxDetach")
-    alive2 = alive(ctx)
-    t.state(f"cuCtxDetach again: {second}")
-    t.rec.add("attach", "cuCtxAttach/cuCtxDetach",
-              {"attach": attach_status, "attached_handle": int(attach[1]) if len(attach) > 1 else None,
-               "first_detach": first, "alive_after_first_detach": alive1, "second_detach": second,
-               "alive_after_second_detach": alive2})
+    alive2 = _alive(ctx)
+    steps.after(f"cuCtxDetach again: {second}")
+    steps.rec.add("attach", "cuCtxAttach/cuCtxDetach",
+                  {"attach": attach_status, "attached_handle": int(attach[1]) if len(attach) > 1 else None,
+                   "first_detach": first, "alive_after_first_detach": alive1, "second_detach": second,
+                   "alive_after_second_detach": alive2})
     if alive2:
         drv.destroy_context(ctx)
     if drv.current().handle:
         drv.set_current(0)
 
-    # 2. The runtime inside a created context, then cuCtxDestroy.
-    ctx2 = drv.create_context(device)
+
+def _runtime_then_destroy(device: int, held: Held, steps) -> None:
+    """CuPy allocates and runs kernels in a created context, then cuCtxDestroy: did the runtime retain it?"""
+    import cupy
+
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.outcome import checked
+
+    ctx = drv.create_context(device)
     x = cupy.arange(KNOWN, dtype=cupy.int64)
     total = int((x * 2).sum())
-    t.pointer = x.data.ptr
-    in_created = drv.pointer_context(x.data.ptr) == ctx2
-    used = t.state(f"CuPy allocated and ran kernels in the created context (sum {total})")
-    if used["current"] != ctx2:
-        drv.set_current(ctx2)  # CuPy's first kernel bound the primary context (see migrate): put ctx2 back
-    destroy = drv.outcome(drv.destroy_context, ctx2)["status"]
-    after = t.state(f"cuCtxDestroy: {destroy}")
-    t.rec.add("destroy", "cuCtxDestroy after runtime use",
-              {"destroy": destroy, "alive_after": alive(ctx2), "allocation_in_created": in_created,
-               "cupy_left_created_current": used["current"] == ctx2,
-               "id_after": drv.outcome(drv.context_id, ctx2)["status"], "pointer_after": after.get("pointer_status"),
-               "next_cupy": _cupy_outcome(lambda: int((cupy.arange(10) + 1).sum()))})
-    t.pointer = None
-    t.state("after the next CuPy call")
+    held.pointer = x.data.ptr
+    in_created = drv.pointer_context(x.data.ptr) == ctx
+    used = steps.after(f"CuPy allocated and ran kernels in the created context (sum {total})")
+    if used["current"] != ctx:
+        drv.set_current(ctx)  # CuPy's first kernel bound the primary context (see migrate): put ctx back
+    destroy = drv.outcome(drv.destroy_context, ctx)["status"]
+    after = steps.after(f"cuCtxDestroy: {destroy}")
+    steps.rec.add("destroy", "cuCtxDestroy after runtime use",
+                  {"destroy": destroy, "alive_after": _alive(ctx), "allocation_in_created": in_created,
+                   "cupy_left_created_current": used["current"] == ctx,
+                   "id_after": drv.outcome(drv.context_id, ctx)["status"], "pointer_after": after.get("pointer_status"),
+                   "next_cupy": checked(_small_sum, SMALL_SUM)})
+    held.pointer = None
+    steps.after("after the next CuPy call")
 
-    # 3. Destroyed by thread A while current on thread B.
+
+def _destroy_elsewhere(driver, device: int, steps) -> None:
+    """Thread A destroys a context while it is current on thread B; B then calls into it."""
+    from ctxlab.cuda import driver as drv
+    from ctxlab.harness.threads import Choreography, Step
+
     s: dict = {}
 
     def a_make(_):
@@ -439,55 +621,114 @@ def created(device: int) -> dict:
 
     def b_push(c):
         drv.push(c)
-        t.state("B: pushed")
+        steps.after("B: pushed")
         return c
 
     def a_destroy(c):
         s["destroy"] = drv.outcome(drv.destroy_context, c)["status"]
-        t.state(f"A: cuCtxDestroy: {s['destroy']}")
+        steps.after(f"A: cuCtxDestroy: {s['destroy']}")
         return c
 
     def b_next(c):
         cur = drv.outcome(drv.current)
         sync = drv.raw_status(driver.cuCtxSynchronize(), "cuCtxSynchronize")
         alloc = drv.outcome(drv.mem_alloc, 64)["status"]
-        t.rec.add("B next", "destroyed while current elsewhere",
-                  {"destroy": s["destroy"], "current_after": cur["value"].handle if cur["ok"] else 0,
-                   "synchronize": sync, "alloc": alloc})
+        steps.rec.add("B next", "destroyed while current elsewhere",
+                      {"destroy": s["destroy"], "handle": s["ctx"],
+                       "current_after": cur["value"].handle if cur["ok"] else 0, "synchronize": sync, "alloc": alloc})
         return c
 
     Choreography(["A", "B"], timeout=60).run([Step("A", "make", a_make), Step("B", "push", b_push),
                                               Step("A", "destroy", a_destroy), Step("B", "next", b_next)])
-    return scenario_output(t.rec)
+
+
+def created(device: int) -> dict:
+    """cuCtxAttach/cuCtxDetach, runtime use then cuCtxDestroy, and destroy while current on another thread."""
+    from ctxlab.cuda.environment import init_driver
+
+    driver = init_driver()
+    held = Held(device)
+    steps = _steps("created", held)
+    _attach_detach(driver, device, steps)
+    _runtime_then_destroy(device, held, steps)
+    _destroy_elsewhere(driver, device, steps)
+    return steps.output()
+
+
+def _cudart_version(text: str) -> int | None:
+    import re
+
+    found = re.search(r"^\s*#\s*define\s+CUDART_VERSION\s+(\d+)", text, re.MULTILINE)
+    return int(found.group(1)) if found else None
+
+
+def _header_candidates() -> list[str]:
+    """Every cuda_runtime_api.h this process could be built against: CUDA_HOME/CUDA_PATH, /usr/local/cuda*, wheels."""
+    import glob
+    import os
+    import site
+    import sys
+
+    roots = [os.environ[k] for k in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(k)]
+    roots += sorted(glob.glob("/usr/local/cuda*"))
+    dirs = [d for root in roots for d in [os.path.join(root, "include"),
+                                          *sorted(glob.glob(os.path.join(root, "targets", "*", "include")))]]
+    try:
+        from cuda import pathfinder
+
+        find = getattr(pathfinder, "find_nvidia_header_directory", None)
+        found = find("cudart") if find else None
+        if found:
+            dirs.append(str(found))
+    except (ImportError, RuntimeError, OSError, ValueError):
+        pass  # no pathfinder, or one that does not know "cudart": the other places still count
+    packages = [*site.getsitepackages(), site.getusersitepackages(), *sys.path]
+    for base in packages:
+        dirs += sorted(glob.glob(os.path.join(base, "nvidia", "*", "include")))
+    paths, real = [], set()
+    for d in dirs:
+        path = os.path.join(d, "cuda_runtime_api.h")
+        if os.path.isfile(path) and os.path.realpath(path) not in real:
+            real.add(os.path.realpath(path))
+            paths.append(path)
+    return paths
+
+
+def runtime_headers() -> list[dict]:
+    """Each cuda_runtime_api.h found, with the CUDART_VERSION it defines and whether it declares cudaThreadExit."""
+    import re
+
+    out = []
+    for path in _header_candidates():
+        try:
+            with open(path, errors="replace") as f:
+                text = f.read()
+        except OSError:
+            continue
+        out.append({"path": path, "cudart_version": _cudart_version(text),
+                    "declares_cudaThreadExit": re.search(r"\bcudaThreadExit\s*\(", text) is not None})
+    return out
 
 
 def thread_exit(device: int) -> dict:
-    import glob
-    import re
-
+    """Does the runtime that runs still export cudaThreadExit (or declare it in the header of its exact version)?"""
     from cuda.bindings import runtime as bindings_runtime
 
-    from ctxlab.cuda.environment import package_version
+    from ctxlab.cuda.environment import package_version, runtime_versions
     from ctxlab.labs.common import cuda_recorder, scenario_output
 
     rec = cuda_recorder("thread-exit")
-    headers = sorted(glob.glob("/usr/local/cuda*/include/cuda_runtime_api.h")) + \
-        sorted(glob.glob("/usr/local/cuda*/targets/*/include/cuda_runtime_api.h"))
-    header, in_header, header_version = None, False, None
-    if headers:
-        header = headers[0]
-        text = open(header).read()
-        in_header = re.search(r"\bcudaThreadExit\s*\(", text) is not None
-        cuda_h = header.replace("cuda_runtime_api.h", "cuda.h")
-        try:
-            version = int(re.search(r"#define CUDA_VERSION (\d+)", open(cuda_h).read()).group(1))
-            header_version = f"{version // 1000}.{version % 1000 // 10}"
-        except (OSError, AttributeError):
-            header_version = None
+    # cuda.bindings is generated from its runtime version's headers: its API is what that runtime exports.
+    versions = runtime_versions()
+    headers = runtime_headers()
+    ran = {v for v in versions.values() if v is not None}
+    matched = next((h for h in headers if h["cudart_version"] in ran), None)
     rec.add("look", "cudaThreadExit",
             {"in_cuda_bindings": hasattr(bindings_runtime, "cudaThreadExit"),
-             "cuda_bindings": package_version("cuda-bindings"), "header": header, "in_header": in_header,
-             "header_version": header_version,
+             "cuda_bindings": package_version("cuda-bindings"), "runtime_versions": versions,
+             "headers_seen": headers, "header": matched["path"] if matched else None,
+             "in_header": bool(matched and matched["declares_cudaThreadExit"]),
+             "header_version": version_text(matched["cudart_version"]).removeprefix("CUDA ") if matched else None,
              "cudaDeviceReset_in_cuda_bindings": hasattr(bindings_runtime, "cudaDeviceReset")},
             context=(None, None))
     return scenario_output(rec)
@@ -495,29 +736,19 @@ def thread_exit(device: int) -> dict:
 
 # ---------------------------------------------------------------- the lab
 
-RUNTIME_VARIANTS = (
-    ("runtime-1", ("cupy cudaSetDevice", "cupy array")),
-    ("runtime-2", ("cupy cudaSetDevice", "cupy array", "cuda.bindings cudaSetDevice", "cuda.bindings cudaFree(0)")),
-    ("runtime-array-only", ("cupy array",)),
-    ("runtime-setdevice-only", ("cupy cudaSetDevice",)),
-    ("runtime-free0-only", ("cupy cudaFree(0)",)),
-    ("runtime-bindings-only", ("cuda.bindings cudaSetDevice",)),
-)
-
-SCENARIOS = tuple((name, "runtime_reference", (name, calls)) for name, calls in RUNTIME_VARIANTS) + (
-    ("release-without-retain", "release_without_retain", ()),
-    ("device-reset", "device_reset", ()),
-    ("primary-reset", "primary_reset", ()),
-    ("created", "created", ()),
-    ("thread-exit", "thread_exit", ()),
-)
+def scenarios(options: LabOptions) -> list[Scenario]:
+    """Each way of initialising the runtime, then the release, reset and destroy experiments."""
+    here, device = "ctxlab.labs.refcount", options.device
+    out = [Scenario(name, f"{here}:runtime_reference", (device, name, calls), undefined=name in PAST_ZERO)
+           for name, calls in RUNTIME_VARIANTS]
+    return out + [
+        Scenario("release-without-retain", f"{here}:release_without_retain", (device,)),
+        Scenario("device-reset", f"{here}:device_reset", (device,), undefined=True),
+        Scenario("primary-reset", f"{here}:primary_reset", (device,), undefined=True),
+        Scenario("created", f"{here}:created", (device,), undefined=True),
+        Scenario("thread-exit", f"{here}:thread_exit", (device,)),
+    ]
 
 
-def run(options: dict, progress=None):
-    from ctxlab.labs.common import LabRun, Scenario, capture_environment
-
-    device = options["device"]
-    lab = LabRun(NAME, options, progress)
-    environment = capture_environment(device)
-    lab.run_all([Scenario(name, f"ctxlab.labs.refcount:{func}", (device, *extra)) for name, func, extra in SCENARIOS])
-    return lab.finish(environment, CLAIMS)
+LAB = Lab(NAME, "What keeps a context alive, and what do release and reset destroy?", LabOptions, CLAIMS, scenarios,
+          views=VIEWS)

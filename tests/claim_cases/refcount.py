@@ -1,5 +1,92 @@
-"""Cases for refcount's claims (see tests/claim_cases/__init__.py)."""
+"""Cases for refcount's claims (see tests/claim_cases/__init__.py).
 
-from tests.claim_cases import Case
+Claims judged over the repeats of an undefined-behaviour scenario break with
+``repeat_with``: the recorded run plus one more repeat whose outcome differs,
+so a case holds only if every repeat is read.
+"""
 
-CASES: dict[str, Case] = {}
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ctxlab.record import Observation
+from tests.claim_cases import Case, Edit, edit, repeat_with
+
+F = "refcount.json"
+SILENT = "silent-wrong-result (got 0, expected 1499500)"
+
+# What the H200 run had (labs/results/refcount.json's environment) and the header found there.
+RAN = {"cupy": 13020, "cuda_bindings": 13030}
+CUDA_13_0 = {"path": "/usr/local/cuda-13.0/include/cuda_runtime_api.h", "cudart_version": 13000,
+             "declares_cudaThreadExit": False}
+CUDA_12_4 = {"path": "/usr/local/cuda-12.4/include/cuda_runtime_api.h", "cudart_version": 12040,
+             "declares_cudaThreadExit": True}
+
+
+def supply(what: str, scenario: str, **fields: Any) -> Edit:
+    """Add fields the fixture was recorded without, leaving any a breaking edit already set."""
+
+    def apply(observations: list[Observation]) -> list[Observation]:
+        hit, out = False, []
+        for o in observations:
+            if o.what == what and o.scenario == scenario:
+                hit = True
+                o = dataclasses.replace(o, value={**fields, **o.value})
+            out.append(o)
+        if not hit:
+            raise LookupError(f"the case supplies {what!r} in {scenario!r}, which the fixture does not hold")
+        return out
+
+    return apply
+
+
+CASES: dict[str, Case] = {
+    "refcount.runtime-holds-reference": Case(F, breaks=[
+        edit("extra releases accepted", "runtime-1", extra=0),
+        repeat_with("extra releases accepted", "runtime-1", extra=0),
+    ]),
+    "refcount.primary-count": Case(F, breaks=[
+        repeat_with("extra releases accepted", "runtime-1", after_last__active=True),
+        repeat_with("state", "runtime-1", active=True),  # never inactive, whatever the count
+        repeat_with("state", "runtime-1", active=False),  # gone while a reference was left
+        repeat_with("extra releases accepted", "runtime-1", refused=None),
+    ]),
+    "refcount.device-reset-destroys": Case(F, breaks=[
+        repeat_with("after cudaDeviceReset", "device-reset", old_pointer_ok=True, old_pointer_status="CUDA_SUCCESS"),
+        repeat_with("after cudaDeviceReset", "device-reset", old_reduction=SILENT),
+    ]),
+    "refcount.primary-reset": Case(F, breaks=[
+        repeat_with("after cuDevicePrimaryCtxReset", "primary-reset", old_pointer_status="CUDA_SUCCESS"),
+        repeat_with("after cuDevicePrimaryCtxReset", "primary-reset", id_after=1),
+        repeat_with("after cuDevicePrimaryCtxReset", "primary-reset", id_after=None),
+    ]),
+    "refcount.attach-detach-count": Case(F, breaks=[
+        edit("cuCtxAttach/cuCtxDetach", "created", alive_after_second_detach=True),
+        repeat_with("cuCtxAttach/cuCtxDetach", "created", attach="CUDA_ERROR_NOT_SUPPORTED"),
+    ]),
+    "refcount.runtime-does-not-retain-created": Case(F, breaks=[
+        repeat_with("cuCtxDestroy after runtime use", "created", alive_after=True, id_after="CUDA_SUCCESS"),
+        repeat_with("cuCtxDestroy after runtime use", "created", destroy="CUDA_ERROR_INVALID_CONTEXT",
+                    alive_after=True),
+        repeat_with("cuCtxDestroy after runtime use", "created", allocation_in_created=False),
+    ]),
+    "refcount.destroy-while-current-elsewhere": Case(F, breaks=[
+        repeat_with("destroyed while current elsewhere", "created", current_after=0),
+        repeat_with("destroyed while current elsewhere", "created", synchronize="CUDA_SUCCESS"),
+        repeat_with("destroyed while current elsewhere", "created", alloc="CUDA_ERROR_INVALID_CONTEXT"),
+        # Recorded with the destroyed handle: B had another context current afterwards.
+        repeat_with("destroyed while current elsewhere", "created", handle=0x1234),
+    ]),
+    # Holds: a runtime of CUDA 12.4 ran, and the header of that exact version declares cudaThreadExit.
+    "refcount.thread-exit": Case(F, keep=[
+        supply("cudaThreadExit", "thread-exit", runtime_versions={"cupy": 12040, "cuda_bindings": 12040},
+               headers_seen=[CUDA_13_0, CUDA_12_4]),
+    ], breaks=[
+        # The H200 run: the 12.4 header declares it, but the runtimes that ran are 13.2 and 13.3.
+        edit("cudaThreadExit", "thread-exit", runtime_versions=RAN),
+        # The header of the version that ran does not declare it, and cuda.bindings does not export it.
+        edit("cudaThreadExit", "thread-exit",
+             headers_seen=[CUDA_13_0, {**CUDA_12_4, "declares_cudaThreadExit": False}]),
+    ]),
+}
