@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Iterable, Sequence
 
-from ctxlab.claims import Claim
+from ctxlab.claim import Claim
 from ctxlab.lab import Lab
 from ctxlab.record import LabResult
 

@@ -147,9 +147,10 @@ def cli():
 
     Each lab runs real CUDA on this machine's GPU from real host threads, states
     the documented claims it checks with their sources, records what the driver
-    did, and gives a verdict per claim: holds, fails, changed, observed or
-    skipped. Exit status 1 means a documented promise failed; 2 a usage or
-    environment problem.
+    did, and gives a verdict per claim: holds, fails, changed, observed,
+    skipped or error. Exit status 1 means a documented promise failed, a claim
+    could not be judged (error) or a scenario broke; 2 a usage or environment
+    problem. `ctxlab claims` lists every claim without a GPU.
     """
 
 
@@ -367,7 +368,7 @@ def claims(lab_names, fmt, output):
     promised: recorded as observed). Needs no GPU.
     """
     import ctxlab.api
-    from ctxlab.claims import catalogue
+    from ctxlab.claim import catalogue
     from ctxlab.report.catalogue import render_catalogue
 
     entries = catalogue(ctxlab.api.claims(lab_names or None))

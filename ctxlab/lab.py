@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Mapping
 
-from ctxlab.claims import Claim
+from ctxlab.claim import Claim
 
 DEFAULT_REPEATS = 3  # runs of each undefined-behaviour scenario, each in a fresh process (check uses it too)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 
 import ctxlab
-import ctxlab.api
 from ctxlab.record import LabResult
 from tests.claim_cases import Case, drop
 from tests.claim_cases.lifecycle import CASES as LIFECYCLE
@@ -22,25 +21,13 @@ from tests.claim_cases.refcount import CASES as REFCOUNT
 from tests.conftest import RESULTS
 
 CASES: dict[str, Case] = {**MIGRATE, **REFCOUNT, **LIFECYCLE, **MODULES}
-def _catalogue():  # TRANSITION (remove once every lab is on the model): labs not yet converted are left out
-    from ctxlab.labs import LABS
-
-    out = []
-    for name in LABS:
-        try:
-            out += ctxlab.api.claims([name])
-        except (ImportError, AttributeError):
-            pass
-    return tuple(out)
-
-
-CLAIMS = _catalogue()
+CLAIMS = ctxlab.claims()
 JUDGED = [c for c in CLAIMS if c.kind != "observation"]
 BROKEN = {"promise": "fails", "old-text": "changed"}
 
 
 def fixture_run(name: str) -> LabResult:
-    (run,) = ctxlab.api.load(RESULTS / name)
+    (run,) = ctxlab.load(RESULTS / name)
     return run
 
 
@@ -100,7 +87,7 @@ def test_observation_claims_read_the_recorded_run(claim):
 
 
 def test_a_judge_that_raises_is_an_error_and_the_others_are_still_judged():
-    from ctxlab.claims import Claim, judge
+    from ctxlab.claim import Claim, judge
 
     def broken(observations):
         raise ZeroDivisionError("division by zero")

@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator
 
-from ctxlab.claims import judge
+from ctxlab.claim import judge
 from ctxlab.harness.gpu_lock import GPU, SLOTS
 from ctxlab.harness.isolate import IsolatedFailure, run_isolated
 from ctxlab.lab import Isolation, Lab, LabOptions, Scenario

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from ctxlab.claims import Claim, Inapplicable, MissingObservation, Observations, one, select
+from ctxlab.claim import Claim, Inapplicable, MissingObservation, Observations, one, select
 from ctxlab.lab import Isolation, Lab, LabOptions, Scenario
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ctxlab.claims import Claim, hexed, one, select, silent_wrong, some, spread
+from ctxlab.claim import Claim, hexed, one, select, silent_wrong, some, spread
 from ctxlab.lab import Isolation, Lab, LabOptions, OptionError, Scenario, bounded
 
 NAME = "migrate"

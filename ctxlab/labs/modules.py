@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ctxlab.claims import (
+from ctxlab.claim import (
     Claim,
     Facts,
     Observations,

@@ -2,7 +2,7 @@
 one whose scenario hangs, one whose documented claim fails, one whose judge breaks,
 and one whose undefined-behaviour scenario crashes in one repeat of three."""
 
-from ctxlab.claims import Claim, some
+from ctxlab.claim import Claim, some
 from ctxlab.lab import Lab, LabOptions, Scenario
 
 

@@ -1,0 +1,70 @@
+"""What the runs recorded on a real H200 (labs/results/) hold, read as data.
+
+Whether each claim's judge is right is tests/test_claims_can_fail.py's job: it
+breaks the recorded observations and expects the verdict to follow.
+"""
+
+import pytest
+
+import ctxlab
+from ctxlab.record import Observation
+from tests.conftest import RESULTS
+
+FILES = ["migrate.json", "migrate-stress.json", "migrate-stress-h200x1.json", "migrate-traced.json", "refcount.json",
+         "lifecycle.json", "modules.json"]
+
+
+def load(name):
+    (run,) = ctxlab.load(RESULTS / name)
+    return run
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_recorded_runs_come_from_a_real_gpu(name):
+    env = load(name).environment
+    assert env["gpu"].startswith("NVIDIA") and env["driver_version"] >= 12000 and env["runtime_version"] >= 12000
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_claim_of_the_lab_was_judged_in_its_recorded_run(name):
+    run = load(name)
+    assert {c.id for c in run.claims} == {c.id for c in ctxlab.claims([run.lab])}
+
+
+def test_stress_run_verified_every_handoff():
+    run = load("migrate-stress.json")
+    summaries = [o.value for o in run.observations if o.what == "handoffs verified"]
+    assert len(summaries) == 2
+    for s in summaries:
+        assert s["threads"] == 32 and s["rounds"] == 1000
+        assert s["verified"] == s["handoffs"] == 32_000 and s["mismatches"] == 0 and s["final_ok"]
+
+
+def test_traced_lab_steps_carry_their_driver_calls():
+    run = load("migrate-traced.json")
+    made = next(o for o in run.observations if o.what == "context made" and o.scenario == "handoff-created")
+    assert any(e.startswith("cuCtxCreate") for e in made.events)
+    assert any("CONTEXT_CREATED" in e for e in made.events)
+
+
+def test_stub_parsing_on_the_stub_nvcc_wrote():
+    from ctxlab.stub import parse_stub
+
+    parsed = parse_stub((RESULTS / "nvcc_probe.cudafe1.stub.c").read_text())
+    assert parsed["kernels"] == [{"name": "tiny_kernel", "mangled": "_Z11tiny_kernelPi"}]
+    assert parsed["variables"] == ["tiny_global"]
+    assert parsed["expands_to"] == {"__cudaRegisterBinary": "__cudaRegisterFatBinary",
+                                    "__cudaRegisterEntry": "__cudaRegisterFunction",
+                                    "__cudaRegisterVariable": "__cudaRegisterVar"}
+    assert parsed["static_constructor"]
+    assert "__cudaLaunch" in parsed["launch_through"]
+
+
+def test_a_scenario_that_recorded_why_it_did_not_run_skips_its_claims_with_that_reason():
+    run = load("modules.json")
+    without_nvcc = [o for o in run.observations if o.scenario != "nvcc"]
+    without_nvcc.append(Observation("build", "MainThread", None, "skipped", "nvcc is not on the PATH", scenario="nvcc"))
+    claims = {c.id: c for c in ctxlab.claims(["modules"])}
+    for claim_id in ("modules.nvcc-registration-makes-no-context", "modules.nvcc-library-runtime"):
+        claim = claims[claim_id].result(without_nvcc)
+        assert (claim.verdict, claim.evidence) == ("skipped", "nvcc: nvcc is not on the PATH")
