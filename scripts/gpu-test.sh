@@ -17,6 +17,7 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 status=0
 nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1
 python3 -m ctxlab doctor || status=1
+python3 -m ctxlab claims --format json --output "$out/claims.json" || status=1
 mkdir -p "$out/results"
 CTXLAB_RESULTS="$out/results" python3 -m pytest -ra --junitxml="$out/pytest.xml" "$@" 2>&1 | tee "$out/pytest.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1

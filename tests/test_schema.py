@@ -60,6 +60,8 @@ OTHER_KINDS = {
         lambda d: {"ctxlab", "python", "driver", "cupy", "cuda_bindings", "missing"} <= d.keys(),
     "trace (ctxlab trace, schema ctxlab-trace/1)":
         lambda d: d.get("schema") == "ctxlab-trace/1" and {"program", "events"} <= d.keys(),
+    "claim catalogue (ctxlab claims --format json)":
+        lambda d: set(d) == {"claims"} and all({"id", "kind", "scenarios"} <= c.keys() for c in d["claims"]),
     "timings of ctxlab check (wall seconds, per lab)":
         lambda d: {"wall_seconds", "labs"} <= d.keys() and "schema" not in d,
 }

@@ -65,6 +65,23 @@ def edit(what: str, scenario: str | None = None, where: Callable[[Any], bool] | 
     return apply
 
 
+def change(what: str, scenario: str | None, fn: Callable[[dict], dict]) -> Edit:
+    """Set fields computed from each matching observation's own value (``fn(value) -> fields``): for
+    edits that copy one recorded handle over another, whatever the run recorded."""
+
+    def apply(observations: list[Observation]) -> list[Observation]:
+        out = []
+        for o in observations:
+            if _matches(o, what, scenario, None):
+                o = dataclasses.replace(o, value={**o.value, **fn(o.value)})
+            out.append(o)
+        if out == list(observations):
+            raise LookupError(f"the case changes {what!r} in {scenario!r}, which the fixture does not hold")
+        return out
+
+    return apply
+
+
 def repeat_with(what: str, scenario: str, **fields: Any) -> Edit:
     """Add one more repeat of ``scenario`` whose ``what`` observation has these fields changed
     (the other repeats stay as recorded): for claims judged over a distribution."""

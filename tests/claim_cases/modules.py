@@ -1,6 +1,6 @@
 """Cases for modules's claims (see tests/claim_cases/__init__.py)."""
 
-from tests.claim_cases import Case, Edit, edit
+from tests.claim_cases import Case, Edit, change, edit
 
 F = "modules.json"
 LOADED = {"module_loaded_events": 1, "memory_grew_mib": 258.0}  # what a witness recorded when the module arrived
@@ -51,13 +51,15 @@ CASES: dict[str, Case] = {
         moved("module-unset", "cuModuleLoadData", "first launch"),  # unset behaves unlike LAZY
     ]),
     "modules.per-context-instances": Case(F, breaks=[
-        edit("two contexts", "two-contexts", module_created=1013781248),  # the primary context's module
-        edit("two contexts", "two-contexts", global_created=140213064040448, read_primary=222),  # one shared global
+        change("two contexts", "two-contexts", lambda v: {"module_created": v["module_primary"]}),  # one module
+        change("two contexts", "two-contexts",
+               lambda v: {"global_created": v["global_primary"], "read_primary": 222}),  # one shared global
         edit("two contexts", "two-contexts", functions_differ=False),
     ]),
     "modules.library-per-context": Case(F, breaks=[
-        edit("library in two contexts", "library-LAZY", global_b=140213007417344, read_a=77),  # one shared global
-        edit("library in two contexts", "library-EAGER", function_b=1019478160),  # one function for both
+        change("library in two contexts", "library-LAZY",
+               lambda v: {"global_b": v["global_a"], "read_a": 77}),  # one shared global
+        change("library in two contexts", "library-EAGER", lambda v: {"function_b": v["function_a"]}),  # one function
     ]),
     "modules.nvcc-registration-makes-no-context": Case(F, breaks=[
         edit("after dlopen", "nvcc", primary_active=True),

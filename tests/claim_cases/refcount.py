@@ -7,11 +7,8 @@ so a case holds only if every repeat is read.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
 
-from ctxlab.record import Observation
-from tests.claim_cases import Case, Edit, edit, repeat_with
+from tests.claim_cases import Case, edit, repeat_with
 
 F = "refcount.json"
 SILENT = "silent-wrong-result (got 0, expected 1499500)"
@@ -22,23 +19,6 @@ CUDA_13_0 = {"path": "/usr/local/cuda-13.0/include/cuda_runtime_api.h", "cudart_
              "declares_cudaThreadExit": False}
 CUDA_12_4 = {"path": "/usr/local/cuda-12.4/include/cuda_runtime_api.h", "cudart_version": 12040,
              "declares_cudaThreadExit": True}
-
-
-def supply(what: str, scenario: str, **fields: Any) -> Edit:
-    """Add fields the fixture was recorded without, leaving any a breaking edit already set."""
-
-    def apply(observations: list[Observation]) -> list[Observation]:
-        hit, out = False, []
-        for o in observations:
-            if o.what == what and o.scenario == scenario:
-                hit = True
-                o = dataclasses.replace(o, value={**fields, **o.value})
-            out.append(o)
-        if not hit:
-            raise LookupError(f"the case supplies {what!r} in {scenario!r}, which the fixture does not hold")
-        return out
-
-    return apply
 
 
 CASES: dict[str, Case] = {
@@ -80,8 +60,8 @@ CASES: dict[str, Case] = {
     ]),
     # Holds: a runtime of CUDA 12.4 ran, and the header of that exact version declares cudaThreadExit.
     "refcount.thread-exit": Case(F, keep=[
-        supply("cudaThreadExit", "thread-exit", runtime_versions={"cupy": 12040, "cuda_bindings": 12040},
-               headers_seen=[CUDA_13_0, CUDA_12_4]),
+        edit("cudaThreadExit", "thread-exit", runtime_versions={"cupy": 12040, "cuda_bindings": 12040},
+             headers_seen=[CUDA_13_0, CUDA_12_4]),
     ], breaks=[
         # The H200 run: the 12.4 header declares it, but the runtimes that ran are 13.2 and 13.3.
         edit("cudaThreadExit", "thread-exit", runtime_versions=RAN),
