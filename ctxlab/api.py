@@ -13,7 +13,8 @@ The CLI is a thin layer over these functions.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from ctxlab.claim import Claim
 from ctxlab.lab import Lab

@@ -15,8 +15,9 @@ selected, or recorded why they could not run, gives ``skipped`` with the reason.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 from ctxlab.record import KINDS, SILENT_WRONG, ClaimResult, Observation
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any, Callable, Mapping
+from enum import StrEnum
+from typing import Any
 
 from ctxlab.claim import Claim
 
@@ -22,7 +23,7 @@ class OptionError(ValueError):
     """An option value out of range: one line, naming the option."""
 
 
-class Isolation(str, Enum):
+class Isolation(StrEnum):
     """Where a scenario runs."""
 
     FORKSERVER = "forkserver"  # a fresh child of the forkserver that imported CuPy and cuda.bindings (no CUDA call)

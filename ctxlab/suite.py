@@ -14,8 +14,8 @@ import datetime
 import re
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 from ctxlab.lab import DEFAULT_REPEATS
 from ctxlab.labs import LABS, get_lab
@@ -24,7 +24,7 @@ from ctxlab.record import FAILING, LabResult
 
 def _error_result(name: str, device: int, exc: BaseException, seconds: float) -> LabResult:
     text = "".join(traceback.format_exception(exc))
-    return LabResult(lab=name, started=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    return LabResult(lab=name, started=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                      seconds=seconds, environment={"device": device}, options={"device": device},
                      observations=(), claims=(),
                      errors=({"scenario": "lab", "kind": "exception", "message": f"{type(exc).__name__}: {exc}",

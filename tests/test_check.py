@@ -4,10 +4,10 @@ import pytest
 from click.testing import CliRunner
 
 from ctxlab import suite as check_module
-from ctxlab.suite import drift, normalize, run_check, summary_markdown
 from ctxlab.cli import cli
 from ctxlab.record import dumps, parse_runs
 from ctxlab.report.merge import render_html, render_markdown
+from ctxlab.suite import drift, normalize, run_check, summary_markdown
 from tests.conftest import recorded
 from tests.fake_labs import REGISTRY
 

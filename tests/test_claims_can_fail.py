@@ -93,7 +93,8 @@ def test_a_judge_that_raises_is_an_error_and_the_others_are_still_judged():
         raise ZeroDivisionError("division by zero")
 
     bad = Claim("x.broken", "s", "src", "promise", ("a",), broken, "{n}", lambda f: True)
-    good = Claim("x.good", "s", "src", "promise", ("a",), lambda obs: {"n": len(obs)}, "{n} seen", lambda f: f["n"] == 0)
+    good = Claim("x.good", "s", "src", "promise", ("a",), lambda obs: {"n": len(obs)}, "{n} seen",
+                 lambda f: f["n"] == 0)
     results = judge([bad, good], [])
     assert [r.verdict for r in results] == ["error", "holds"]
     assert "ZeroDivisionError" in results[0].evidence

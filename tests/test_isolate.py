@@ -33,7 +33,8 @@ def test_an_exception_comes_back_with_its_text():
 
 def test_progress_reaches_the_parent():
     seen = []
-    assert run_isolated("tests.isolate_targets:progress", timeout=60, on_progress=lambda d, t: seen.append((d, t))) == "done"
+    done = run_isolated("tests.isolate_targets:progress", timeout=60, on_progress=lambda d, t: seen.append((d, t)))
+    assert done == "done"
     assert seen == [(1, 3), (2, 3), (3, 3)]
 
 

@@ -48,7 +48,8 @@ def test_recorder_names_the_thread_that_saw_it():
     steps = [Step("first", "look", lambda b: rec.add("look", "value", b) and b),
              Step("second", "look", lambda b: rec.add("look", "value", b + 1) and b)]
     Choreography(["first", "second"]).run(steps, 10)
-    assert [(o.thread, o.value, o.scenario) for o in rec.observations] == [("first", 10, "demo"), ("second", 11, "demo")]
+    seen = [(o.thread, o.value, o.scenario) for o in rec.observations]
+    assert seen == [("first", 10, "demo"), ("second", 11, "demo")]
 
 
 def test_a_hung_step_times_out_naming_thread_and_step():

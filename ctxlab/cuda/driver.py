@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ctxlab.cuda.environment import init_driver
-from ctxlab.cuda.errors import CudaError, check, error_from
+from ctxlab.cuda.errors import check, error_from
 from ctxlab.cuda.outcome import outcome  # noqa: F401  (labs read outcomes through drv.outcome)
-
 
 _module = None
 

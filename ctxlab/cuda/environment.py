@@ -10,6 +10,7 @@ import importlib.metadata
 import os
 import platform
 import socket
+from typing import Any
 
 from ctxlab.cuda.errors import CudaError, NoGpu, check
 
@@ -100,7 +101,7 @@ def runtime_versions() -> dict:
 
     CuPy and cuda.bindings each link their own runtime statically: the numbers differ.
     """
-    versions = {}
+    versions: dict[str, int | None] = {}
     try:
         import cupy
 
@@ -205,7 +206,7 @@ def _cupti_part() -> dict:
 
 def doctor() -> dict:
     """Everything ctxlab needs, found or not, without creating a context."""
-    report = {
+    report: dict[str, Any] = {
         "ctxlab": package_version("ctxlab"),
         "python": platform.python_version(),
         "hostname": socket.gethostname(),

@@ -11,6 +11,7 @@ import ctypes
 import struct
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from ctxlab.cuda import driver as drv
 from ctxlab.cuda.environment import init_driver
@@ -69,7 +70,8 @@ def compile_cubin(source: str, name: str, major: int, minor: int) -> bytes:
                 size = check(nvrtc.nvrtcGetProgramLogSize(prog))
                 log = b" " * size
                 check(nvrtc.nvrtcGetProgramLog(prog, log))
-                raise CudaError(status[0].name, int(status[0]), log.decode(errors="replace").strip(), "nvrtcCompileProgram")
+                raise CudaError(status[0].name, int(status[0]), log.decode(errors="replace").strip(),
+                                "nvrtcCompileProgram")
             size = check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
             cubin = b" " * size
             check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
@@ -89,7 +91,8 @@ def _disk_cache(source: str, major: int, minor: int):
 
     version = check(nvrtc.nvrtcVersion(), "nvrtcVersion")
     digest = hashlib.sha256(f"{version}|sm_{major}{minor}|{source}".encode()).hexdigest()[:32]
-    base = Path(os.environ.get("CTXLAB_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ctxlab")
+    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    base = Path(os.environ.get("CTXLAB_CACHE") or cache_home / "ctxlab")
     return base / f"{digest}.cubin"
 
 
@@ -122,19 +125,20 @@ class ProbeModule:
     """The probe module as loaded into one context."""
 
     context: int
-    module: object
+    module: Any  # CUmodule / CUfunction handles of cuda.bindings: int() gives the handle
     global_address: int
     global_size: int
-    add_fn: object
-    read_fn: object
+    add_fn: Any
+    read_fn: Any
 
     @classmethod
-    def load(cls) -> "ProbeModule":
+    def load(cls) -> ProbeModule:
         """Build (once per process) and load into the context current on this thread."""
         driver = init_driver()
         ctx = drv.current()
         if ctx.none:
-            raise CudaError("CUDA_ERROR_INVALID_CONTEXT", 201, "no context is current on this thread", "ProbeModule.load")
+            raise CudaError("CUDA_ERROR_INVALID_CONTEXT", 201, "no context is current on this thread",
+                            "ProbeModule.load")
         cubin = compile_cubin(PROBE_SOURCE, "ctxlab_probe.cu", *_arch_of_current_context())
         module = check(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
         address, size = check(driver.cuModuleGetGlobal(module, b"probe_global"), "cuModuleGetGlobal")
@@ -145,7 +149,7 @@ class ProbeModule:
     def function(self, name: str):
         return check(init_driver().cuModuleGetFunction(self.module, name.encode()), "cuModuleGetFunction")
 
-    def packed(self, name: str, args: list[tuple[int, type]], grid: int, block: int) -> "PackedLaunch":
+    def packed(self, name: str, args: list[tuple[int, type]], grid: int, block: int) -> PackedLaunch:
         """A launch of kernel ``name`` whose arguments are packed once, for hot loops."""
         return PackedLaunch(self.function(name), args, grid, block, f"cuLaunchKernel({name})")
 

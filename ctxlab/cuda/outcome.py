@@ -10,7 +10,8 @@ when it returned a wrong value without an error, ``silent-wrong-result``.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ctxlab.cuda.errors import CudaError, from_exception
 from ctxlab.record import SILENT_WRONG

@@ -15,9 +15,10 @@ import os
 import tempfile
 import time
 import traceback
-from pathlib import Path
+from collections.abc import Callable
 from multiprocessing.connection import wait
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any
 
 _PRELOAD = ["ctxlab.harness.preload"]
 _context = None

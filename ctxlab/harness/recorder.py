@@ -4,9 +4,11 @@ context that thread saw."""
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ctxlab.record import Observation
+
 
 def plain(value: Any) -> Any:
     """A JSON- and pickle-safe copy: CUDA handle objects become ints, other objects text."""

@@ -14,8 +14,9 @@ import dataclasses
 import datetime
 import os
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ctxlab.claim import judge
 from ctxlab.harness.gpu_lock import GPU, SLOTS
@@ -50,7 +51,7 @@ def run_lab(lab: Lab, options: LabOptions, progress: Progress | None = None,
     from ctxlab.labs.common import capture_environment
 
     say = progress or (lambda message: None)
-    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     try:
         environment = capture_environment(options.device)
@@ -66,7 +67,8 @@ def run_lab(lab: Lab, options: LabOptions, progress: Progress | None = None,
     errors: list[dict] = []
     timings: dict[str, float] = {}
     for scenario in scenarios:
-        mine = [(job, out, seconds) for job, (out, seconds) in zip(jobs, outputs) if job.scenario is scenario]
+        mine = [(job, out, seconds) for job, (out, seconds) in zip(jobs, outputs, strict=True)
+                if job.scenario is scenario]
         timings[scenario.name] = round(sum(seconds for _, _, seconds in mine), 3)
         answered = [(job, out) for job, out, _ in mine if isinstance(out, dict)]
         for job, out, _ in mine:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 _STOP = object()
 
@@ -68,7 +69,7 @@ class Choreography:
             raise ValueError(f"steps name threads that do not exist: {', '.join(sorted(unknown))}")
         if not steps:
             return baton
-        inboxes = {name: queue.SimpleQueue() for name in self.names}
+        inboxes: dict[str, queue.SimpleQueue] = {name: queue.SimpleQueue() for name in self.names}
         done: queue.SimpleQueue = queue.SimpleQueue()
         completed = [0]  # written by workers only: one step runs at a time
 

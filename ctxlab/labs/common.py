@@ -4,7 +4,8 @@ environment read in a child."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ctxlab.harness.isolate import run_isolated
 from ctxlab.harness.recorder import Recorder

@@ -10,7 +10,8 @@ directly: those calls are the subject of the experiment.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ctxlab.claim import Claim, Inapplicable, MissingObservation, Observations, one, select
 from ctxlab.lab import Isolation, Lab, LabOptions, Scenario

@@ -76,8 +76,9 @@ def facts_several_threads(obs):
 
 def facts_cupy_current(obs):
     allocs = some(obs, "cupy allocation")
-    parts = [f"first CuPy kernel under a cuCtxCreate context: current context id {o.value['current_before_id']} "
-             f"-> {o.value['current_after_id']}" for o in select(obs, "cupy first kernel")]
+    first = [f"{o.value['current_before_id']} -> {o.value['current_after_id']}"
+             for o in select(obs, "cupy first kernel")]
+    parts = [f"first CuPy kernel under a cuCtxCreate context: current context id {spread(first)}"] if first else []
     parts += [f"{o.value['kind']} context, thread {o.value['thread']}: {o.value['outcome']}"
               for o in select(obs, "cupy on a thread sharing the context")]
     return {"allocations": len(allocs),

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxlab.claim import (Claim, MissingObservation, Observations, one, repeats, select, silent_wrong, some,
-                           spread)
+from ctxlab.claim import Claim, MissingObservation, Observations, one, repeats, select, silent_wrong, some, spread
 from ctxlab.lab import Lab, LabOptions, Scenario
 from ctxlab.record import Observation
 

@@ -10,8 +10,9 @@ that the claim's predicate reads them.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ctxlab.record import Observation
 

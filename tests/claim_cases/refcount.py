@@ -7,7 +7,6 @@ so a case holds only if every repeat is read.
 
 from __future__ import annotations
 
-
 from tests.claim_cases import Case, edit, repeat_with
 
 F = "refcount.json"
