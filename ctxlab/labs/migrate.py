@@ -419,14 +419,54 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
     return scenario_output(relay.rec, metrics)
 
 
-def concurrent(device: int, kind: str) -> dict:
-    """One context current on two threads at once; both allocate and launch in it."""
+def _driver_work(rec, s: dict, label: str):
+    """Thread ``label``'s step: cuMemAlloc in the shared context and one increment of the probe's global."""
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.errors import CudaError
+
+    def step(ctx):
+        try:
+            ptr = _driver_alloc(rec, "driver work")
+            s["probe"].add_to_global(1)
+            drv.synchronize()
+            s[label] = {"current": drv.current().handle, "pointer_context": drv.pointer_context(ptr), "ok": True}
+        except CudaError as exc:
+            s[label] = {"current": drv.current().handle, "ok": False, "error": exc.name}
+        rec.add("driver work", "driver work", s[label])
+        return ctx
+
+    return step
+
+
+def _cupy_work(rec, s: dict, kind: str, label: str):
+    """Thread ``label``'s step: a CuPy allocation and reduction whose right answer is known."""
     import cupy
 
     from ctxlab.cuda import driver as drv
-    from ctxlab.cuda.errors import CudaError
-    from ctxlab.cuda.kernels import ProbeModule
     from ctxlab.cuda.outcome import checked
+
+    def step(ctx):
+        before = drv.current().handle
+        made: dict = {}
+
+        def work():
+            made["x"] = cupy.full(1024, 5, dtype=cupy.int32)
+            return int((made["x"] * 2).sum())
+
+        outcome = checked(work, 1024 * 10)
+        owner = drv.pointer_context(made["x"].data.ptr) if "x" in made else None
+        rec.add("cupy work", "cupy on a thread sharing the context",
+                {"thread": label, "kind": kind, "outcome": outcome, "current_before": before,
+                 "current_after": drv.current().handle, "pointer_context": owner, "context": s["ctx"]})
+        return ctx
+
+    return step
+
+
+def concurrent(device: int, kind: str) -> dict:
+    """One context current on two threads at once; both allocate and launch in it."""
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.kernels import ProbeModule
     from ctxlab.harness.threads import Choreography, Step
     from ctxlab.labs.common import cuda_recorder, scenario_output
 
@@ -445,37 +485,6 @@ def concurrent(device: int, kind: str) -> dict:
         rec.add("push", "current", {"handle": drv.current().handle})
         return ctx
 
-    def driver_work(label):
-        def step(ctx):
-            try:
-                ptr = _driver_alloc(rec, "driver work")
-                s["probe"].add_to_global(1)
-                drv.synchronize()
-                s[label] = {"current": drv.current().handle, "pointer_context": drv.pointer_context(ptr),
-                            "ok": True}
-            except CudaError as exc:
-                s[label] = {"current": drv.current().handle, "ok": False, "error": exc.name}
-            rec.add("driver work", "driver work", s[label])
-            return ctx
-        return step
-
-    def cupy_work(label):
-        def step(ctx):
-            before = drv.current().handle
-            made: dict = {}
-
-            def work():
-                made["x"] = cupy.full(1024, 5, dtype=cupy.int32)
-                return int((made["x"] * 2).sum())
-
-            outcome = checked(work, 1024 * 10)
-            owner = drv.pointer_context(made["x"].data.ptr) if "x" in made else None
-            rec.add("cupy work", "cupy on a thread sharing the context",
-                    {"thread": label, "kind": kind, "outcome": outcome, "current_before": before,
-                     "current_after": drv.current().handle, "pointer_context": owner, "context": s["ctx"]})
-            return ctx
-        return step
-
     def a_check(ctx):
         still = drv.current().handle
         both = s["A"]["current"] == s["B"]["current"] == still == s["ctx"]
@@ -485,9 +494,11 @@ def concurrent(device: int, kind: str) -> dict:
                                                     "global": s["probe"].read_global()})
         return ctx
 
-    steps = [Step("A", "make", a_make), Step("B", "push", b_push), Step("A", "driver work", driver_work("A")),
-             Step("B", "driver work", driver_work("B")), Step("A", "check", a_check),
-             Step("A", "cupy work", cupy_work("A")), Step("B", "cupy work", cupy_work("B"))]
+    steps = [Step("A", "make", a_make), Step("B", "push", b_push),
+             Step("A", "driver work", _driver_work(rec, s, "A")), Step("B", "driver work", _driver_work(rec, s, "B")),
+             Step("A", "check", a_check),
+             Step("A", "cupy work", _cupy_work(rec, s, kind, "A")),
+             Step("B", "cupy work", _cupy_work(rec, s, kind, "B"))]
     Choreography(["A", "B"], timeout=60).run(steps)
     return scenario_output(rec)
 
@@ -550,6 +561,7 @@ def cupy_caches(device: int) -> dict:
     n = 12345  # an odd size, so the block is found by size in the pool
 
     def created_alloc(_):
+        """A cuCtxCreate context; CuPy allocates there and runs its first kernel, then frees to its pool."""
         s["created"] = drv.create_context(device)
         x = _cupy_alloc(rec, "created", lambda: cupy.empty(n, dtype=cupy.float32), "x")
         before = drv.current()
@@ -581,21 +593,20 @@ def cupy_caches(device: int) -> dict:
         s["primary"] = cur.handle
         return None
 
-    def kernel(first, then, label):
-        def step(_):
-            out = {}
-            for ctx_name in (first, then):
-                drv.set_current(s[ctx_name])
-                out[ctx_name] = checked(_fresh_kernel, FRESH_KERNEL_SUM)  # a kernel not used before in this process
-            rec.add(label, "cupy cached kernel in other context",
-                    {"first_used_in": first, "launched_in": then, "outcome": out[then], "first": out[first]})
-            drv.set_current(0)
-            return None
-        return step
+    def kernel_in_primary(_):
+        """A kernel first compiled and cached under the created context, then launched under the primary."""
+        out = {}
+        for ctx_name in ("created", "primary"):
+            drv.set_current(s[ctx_name])
+            out[ctx_name] = checked(_fresh_kernel, FRESH_KERNEL_SUM)  # a kernel not used before in this process
+        rec.add("kernel created->primary", "cupy cached kernel in other context",
+                {"first_used_in": "created", "launched_in": "primary", "outcome": out["primary"],
+                 "first": out["created"]})
+        drv.set_current(0)
 
     Choreography(["T1", "T2"], timeout=60).run([
         Step("T1", "created", created_alloc), Step("T2", "primary", primary_alloc),
-        Step("T1", "kernel", kernel("created", "primary", "kernel created->primary")),
+        Step("T1", "kernel", kernel_in_primary),
     ])
     return scenario_output(rec)
 
