@@ -105,23 +105,7 @@ def run_isolated(target: str, *args: Any, timeout: float = 60.0, env: dict | Non
         child.close()
         progress_out.close()
         deadline = time.monotonic() + timeout
-        message, timed_out = None, False
-        # Read before join: a large result would otherwise block the child on a full pipe.
-        while message is None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
-                break
-            ready = wait([parent, progress_in], min(remaining, 0.5))
-            if progress_in in ready:
-                _drain(progress_in, on_progress)
-            try:
-                if parent in ready:
-                    message = parent.recv()
-                elif not ready and not process.is_alive() and not parent.poll(0):
-                    break
-            except EOFError:
-                break
+        message, timed_out = _await_answer(process, parent, progress_in, deadline, on_progress)
         _drain(progress_in, on_progress)
         if message is None and not timed_out:
             process.join(5)  # the pipe closed: the child is dying; let it be reaped
@@ -146,6 +130,26 @@ def run_isolated(target: str, *args: Any, timeout: float = 60.0, env: dict | Non
         if process.is_alive():
             process.kill()
         Path(log_path).unlink(missing_ok=True)
+
+
+def _await_answer(process, answers, progress, deadline: float, on_progress) -> tuple[Any, bool]:
+    """The child's message (None if it died first) and whether the deadline passed, passing on progress.
+
+    Reads before joining: a large result would otherwise block the child on a full pipe."""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None, True
+        ready = wait([answers, progress], min(remaining, 0.5))
+        if progress in ready:
+            _drain(progress, on_progress)
+        try:
+            if answers in ready:
+                return answers.recv(), False
+            if not ready and not process.is_alive() and not answers.poll(0):
+                return None, False
+        except EOFError:
+            return None, False
 
 
 def _drain(conn, on_progress) -> None:
