@@ -50,7 +50,7 @@ CONCURRENT = tuple(f"concurrent-{kind}" for kind in KINDS)
 UNBOUND = tuple(f"unbound-{kind}" for kind in KINDS)
 
 
-def facts_state_travels(obs):
+def _facts_state_travels(obs):
     summaries = some(obs, "handoffs verified")
     lost = [o for o in summaries if o.value["mismatches"] or not o.value["final_ok"]]
     return {"verified": sum(o.value["verified"] for o in summaries),
@@ -61,20 +61,20 @@ def facts_state_travels(obs):
             "first": next((o.value["first_mismatch"] for o in lost if o.value["first_mismatch"]), None)}
 
 
-def facts_pointer_context(obs):
+def _facts_pointer_context(obs):
     allocs = some(obs, "allocation context")
     other = [o.value for o in allocs if o.value["pointer_context"] != o.value["current_context"]]
     return {"allocations": len(allocs), "elsewhere": len(other), "example": other[0] if other else None}
 
 
-def facts_several_threads(obs):
+def _facts_several_threads(obs):
     both = some(obs, "current on two threads")
     return {"kinds": len(both), "current_on_both": sum(bool(o.value["both_current"]) for o in both),
             "worked_on_both": sum(bool(o.value["both_worked"]) for o in both),
             "globals": ", ".join(f"{o.value['kind']}: {o.value['global']}" for o in both)}
 
 
-def facts_cupy_current(obs):
+def _facts_cupy_current(obs):
     allocs = some(obs, "cupy allocation")
     first = [f"{o.value['current_before_id']} -> {o.value['current_after_id']}"
              for o in select(obs, "cupy first kernel")]
@@ -87,7 +87,7 @@ def facts_cupy_current(obs):
             "more": "; ".join(parts) or "nothing else recorded"}
 
 
-def facts_runtime_binds_primary(obs):
+def _facts_runtime_binds_primary(obs):
     found = some(obs, "runtime call without context")
     return {"threads": len(found),
             "bound_primary": sum(bool(o.value["bound_primary"]) for o in found),
@@ -98,18 +98,18 @@ def facts_runtime_binds_primary(obs):
                                  f"{o.value['owner_device']})" for o in found)}
 
 
-def facts_driver_without_context(obs):
+def _facts_driver_without_context(obs):
     found = some(obs, "driver call without context")
     return {"statuses": spread(f"{o.value['call']} -> {o.value['status']}" for o in found),
             "all": [o.value["status"] for o in found]}
 
 
-def facts_cupy_pool(obs):
+def _facts_cupy_pool(obs):
     v = one(obs, "cupy pool block reused across contexts").value
     return {**v, "reused": "reused" if v["same_block"] else "did not reuse"}
 
 
-def facts_cupy_kernels(obs):
+def _facts_cupy_kernels(obs):
     found = some(obs, "cupy cached kernel in other context")
     by_direction: dict[str, list] = {}
     for o in found:
@@ -119,7 +119,7 @@ def facts_cupy_kernels(obs):
             "silent_wrong": silent_wrong(o.value["outcome"] for o in found)}
 
 
-def facts_address_space(obs):
+def _facts_address_space(obs):
     v = one(obs, "cross-context dereference", "cross-context").value
     return {**v, "value_read": hexed(v["value_read"]), "value_written": hexed(v["value_written"])}
 
@@ -128,33 +128,33 @@ CLAIMS = (
     Claim("migrate.state-follows-context",
           "Runtime state (allocations, __device__ globals, streams) belongs to the CUcontext and moves with it "
           "when the context is popped from one thread and pushed onto another.", RUNTIME_INTEROP, "promise",
-          HANDOFF, facts_state_travels,
+          HANDOFF, _facts_state_travels,
           "{verified} of {handoffs} handoffs verified ({per_kind}): {mismatches} mismatches of pointer context, "
           "global address, stream context or values (first: {first}); final array and global as expected in "
           "{final_ok} of {kinds} relays",
           lambda f: f["verified"] == f["handoffs"] and f["mismatches"] == 0 and f["kinds_lost"] == 0),
     Claim("migrate.pointer-belongs-to-context",
           "CU_POINTER_ATTRIBUTE_CONTEXT names the context in which an allocation was made.", POINTER_ATTR,
-          "promise", HANDOFF + CONCURRENT, facts_pointer_context,
+          "promise", HANDOFF + CONCURRENT, _facts_pointer_context,
           "{allocations} cuMemAlloc allocations; {elsewhere} named a context other than the one current when they "
           "were made (first: {example})",
           lambda f: f["elsewhere"] == 0),
     Claim("migrate.current-on-several-threads",
           "A (non-green) context can be current on several host threads at the same time.", CTX_MGMT, "promise",
-          CONCURRENT, facts_several_threads,
+          CONCURRENT, _facts_several_threads,
           "{kinds} context kind(s) pushed on a second thread while current on the first: current on both in "
           "{current_on_both}, allocations and kernels on both threads worked in {worked_on_both} (global after "
           "two increments: {globals})",
           lambda f: f["current_on_both"] == f["worked_on_both"] == f["kinds"]),
     Claim("migrate.cupy-current-context",
           "What CuPy does with the context current on the calling thread (pushed, created, shared).", NO_DOC,
-          "observation", HANDOFF + CONCURRENT + ("cupy-caches",), facts_cupy_current,
+          "observation", HANDOFF + CONCURRENT + ("cupy-caches",), _facts_cupy_current,
           "{allocations} CuPy allocations: {moved} changed the thread's current context, {elsewhere} landed "
           "outside the context current before the call; {more}"),
     Claim("migrate.runtime-binds-primary",
           "A runtime call on a thread with no current context binds the primary context of that thread's current "
           "device (device 0 unless the thread chose another).", RUNTIME_INTEROP, "promise", UNBOUND,
-          facts_runtime_binds_primary,
+          _facts_runtime_binds_primary,
           "{threads} thread(s) with no context made a first runtime call (cudaMalloc): {bound_primary} got their "
           "device's primary context current, {in_primary} allocations belong to it, {in_owner_context} to a "
           "cuCtxCreate context current on another thread ({devices})",
@@ -162,22 +162,22 @@ CLAIMS = (
     Claim("migrate.driver-call-without-context",
           "A driver call that needs a context returns CUDA_ERROR_INVALID_CONTEXT on a thread with no context "
           "current ('no context bound to the current thread').", INVALID_CONTEXT, "promise", UNBOUND,
-          facts_driver_without_context, "on a thread that never received the context: {statuses}",
+          _facts_driver_without_context, "on a thread that never received the context: {statuses}",
           lambda f: set(f["all"]) == {"CUDA_ERROR_INVALID_CONTEXT"}),
     Claim("migrate.cupy-pool-across-contexts",
           "CuPy's default memory pool under a context other than the primary one.", NO_DOC, "observation",
-          ("cupy-caches",), facts_cupy_pool,
+          ("cupy-caches",), _facts_cupy_pool,
           "CuPy's default pool (per device) {reused} a block freed under a cuCtxCreate context for a caller in the "
           "primary context: the new array belongs to context id {block_context_id}, the current one is "
           "{current_context_id}; with a MemoryPool made under the primary context: {per_context_pool}"),
     Claim("migrate.cupy-kernel-cache-across-contexts",
           "CuPy's compiled-kernel cache when the current context changes.", NO_DOC, "observation",
-          ("cupy-caches", "cupy-kernel-reverse"), facts_cupy_kernels,
+          ("cupy-caches", "cupy-kernel-reverse"), _facts_cupy_kernels,
           "a CuPy kernel cached under one context, launched under another: {outcomes}; wrong values returned "
           "without an error: {silent_wrong}"),
     Claim("migrate.own-address-space",
           "Each context has its own address space: memory of one context cannot be dereferenced in another.",
-          ADDRESS_SPACE, "old-text", ("cross-context",), facts_address_space,
+          ADDRESS_SPACE, "old-text", ("cross-context",), _facts_address_space,
           "a kernel in context {reader_context_id} dereferenced memory allocated in context {owner_context_id} on "
           "the same device: {outcome}, read {value_read} (written {value_written})",
           lambda f: not f["read_ok"]),
@@ -372,16 +372,17 @@ class Relay:
         drv.push(ctx)
         final = numpy.frombuffer(drv.copy_from_device(self.a.data.ptr, ARRAY_LEN * 8), dtype=numpy.int64)
         final_global = self.probe.read_global()
-        expect_global = GLOBAL_START + GLOBAL_STEP * total
+        _expect_global = GLOBAL_START + GLOBAL_STEP * total
         every = bool((final == self.initial + total).all())
         self.rec.add("finish", "final values",
                      {"array_sum": int(final.sum()), "expected_sum": int(self.initial.sum()) + ARRAY_LEN * total,
-                      "every_element": every, "global": final_global, "expected_global": expect_global})
-        self.final_ok = every and final_global == expect_global
+                      "every_element": every, "global": final_global, "expected_global": _expect_global})
+        self.final_ok = every and final_global == _expect_global
         drv.pop()
         return ctx
 
     def steps(self) -> list:
+        """Setup on the first thread, every round's handoffs in thread order, the check on the last."""
         from ctxlab.harness.threads import Step
 
         steps = [Step(self.names[0], "setup", self.setup)]

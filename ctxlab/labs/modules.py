@@ -104,7 +104,7 @@ def _where(w: dict) -> str:
             f"{_steps(w['memory'])}")
 
 
-def facts_module_load(obs: Observations) -> dict:
+def _facts_module_load(obs: Observations) -> dict:
     out = {}
     for mode in ("EAGER", "LAZY"):
         w = _witnessed(obs, f"module-{mode}")
@@ -116,7 +116,7 @@ def facts_module_load(obs: Observations) -> dict:
             "seen": {mode: v["seen"] for mode, v in out.items()}}
 
 
-def expect_module_load(f: Facts) -> bool:
+def _expect_module_load(f: Facts) -> bool:
     # Every witness that saw the module saw it at cuModuleLoadData, in both modes, and at least one saw it.
     return all(seen and set(seen) == {"cuModuleLoadData"} for seen in f["seen"].values())
 
@@ -131,13 +131,13 @@ def library_facts(mode: str) -> Callable[[Observations], dict]:
     return facts
 
 
-def facts_default_mode(obs: Observations) -> dict:
+def _facts_default_mode(obs: Observations) -> dict:
     unset, lazy = _witnessed(obs, "module-unset"), _witnessed(obs, "module-LAZY")
     return {"mode": one(obs, "loading mode", "module-unset").value, "unset": _where(unset), "lazy": _where(lazy),
             "same": (unset["event"], unset["memory"]) == (lazy["event"], lazy["memory"])}
 
 
-def facts_per_context(obs: Observations) -> dict:
+def _facts_per_context(obs: Observations) -> dict:
     v = one(obs, "two contexts", "two-contexts").value
     return {"module_primary": _hex(v["module_primary"]), "module_created": _hex(v["module_created"]),
             "global_primary": _hex(v["global_primary"]), "global_created": _hex(v["global_created"]),
@@ -148,7 +148,7 @@ def facts_per_context(obs: Observations) -> dict:
                       and (v["read_primary"], v["read_created"]) == (111, 222))}
 
 
-def facts_library_per_context(obs: Observations) -> dict:
+def _facts_library_per_context(obs: Observations) -> dict:
     runs = some(obs, "library in two contexts")
     parts, apart = [], []
     for o in runs:
@@ -160,7 +160,7 @@ def facts_library_per_context(obs: Observations) -> dict:
     return {"per_run": "; ".join(parts), "runs": len(runs), "apart": apart}
 
 
-def facts_nvcc(obs: Observations) -> dict:
+def _facts_nvcc(obs: Observations) -> dict:
     stub = one(obs, "stub", "nvcc").value
     after = one(obs, "after dlopen", "nvcc").value
     calls = stub["registration_calls"]
@@ -173,11 +173,11 @@ def facts_nvcc(obs: Observations) -> dict:
             "primary_active": after["primary_active"], "current_handle": after["current"]}
 
 
-def expect_nvcc(f: Facts) -> bool:
+def _expect_nvcc(f: Facts) -> bool:
     return f["registers"] and f["static"] and f["primary_active"] is False and not f["current_handle"]
 
 
-def facts_nvcc_runtime(obs: Observations) -> dict:
+def _facts_nvcc_runtime(obs: Observations) -> dict:
     v = one(obs, "library runtime vs CuPy", "nvcc").value
     return {"library_runtime": v["library_runtime"], "cupy_runtime": v["cupy_runtime"], "status": v["status"],
             "result": v["result"], "device": v.get("device", 0), "library_context": _hex(v["library_context"]),
@@ -185,7 +185,7 @@ def facts_nvcc_runtime(obs: Observations) -> dict:
             "same": "the same handle" if v["shared"] else "different handles"}
 
 
-def facts_cupy_cache(obs: Observations) -> dict:
+def _facts_cupy_cache(obs: Observations) -> dict:
     runs = repeats(obs, "cupy cached kernel in other context", "cupy-cache")
     broke = [o.value.get("kind", "?") for o in select(obs, "repeat broke", "cupy-cache")]
     return {"runs": len(runs) + len(broke), "outcomes": spread(v["outcome"] for v in runs),
@@ -197,9 +197,9 @@ CLAIMS = (
     Claim("modules.module-load-is-immediate",
           "cuModuleLoadData loads the module and allocates its globals at once, lazy loading or not "
           "(only kernels wait for cuModuleGetFunction).", MODULE_LOAD + "; " + LAZY, "promise",
-          ("module-EAGER", "module-LAZY"), facts_module_load,
+          ("module-EAGER", "module-LAZY"), _facts_module_load,
           "EAGER (cuModuleGetLoadingMode: {eager_mode}): {eager}. LAZY ({lazy_mode}): {lazy} ({cupti})",
-          expect_module_load),
+          _expect_module_load),
     Claim("modules.library-lazy-at-first-use",
           "Under lazy loading a library is loaded into a context only when that context first needs one of its "
           "functions (cuKernelGetFunction, or a launch).", LIBRARY, "promise", ("library-LAZY",), library_facts("LAZY"),
@@ -214,39 +214,39 @@ CLAIMS = (
           lambda f: f["loads"] == ["cuLibraryLoadData", "second context created"]),
     Claim("modules.default-loading-mode",
           "With CUDA_MODULE_LOADING unset, modules load lazily (the default on Linux since CUDA 12.2).",
-          LAZY_DEFAULT, "promise", ("module-unset", "module-LAZY"), facts_default_mode,
+          LAZY_DEFAULT, "promise", ("module-unset", "module-LAZY"), _facts_default_mode,
           "with CUDA_MODULE_LOADING unset, cuModuleGetLoadingMode reports {mode}; the module arrived: {unset} "
           "(with LAZY: {lazy})",
           lambda f: f["mode"] == "CU_MODULE_LAZY_LOADING" and f["same"]),
     Claim("modules.per-context-instances",
           "A module loaded in two contexts gives each its own module, functions and globals.", PER_CONTEXT,
-          "promise", ("two-contexts",), facts_per_context,
+          "promise", ("two-contexts",), _facts_per_context,
           "the same cubin loaded in the primary and a created context: modules {module_primary} and "
           "{module_created}, functions {functions}, globals at {global_primary} and {global_created}; wrote 111 and "
           "222, read back {read_primary} and {read_created}",
           lambda f: f["apart"]),
     Claim("modules.library-per-context",
           "A library loaded once gives a function and a global per context that uses it.", LIBRARY_PER_CONTEXT,
-          "promise", ("library-LAZY", "library-EAGER"), facts_library_per_context,
+          "promise", ("library-LAZY", "library-EAGER"), _facts_library_per_context,
           "cuLibraryLoadData once, one CUkernel used in two contexts, in {runs} run(s) (the first context's global "
           "should read 5 after the kernel added 5, the second's 77 after a write): {per_run}",
           lambda f: all(f["apart"])),
     Claim("modules.nvcc-registration-makes-no-context",
           "nvcc's host stub registers the fatbinary, kernels and variables from a static constructor, and that "
           "registration creates no context: after the library is loaded the primary context is inactive and no "
-          "context is current.", INITIALIZATION, "promise", ("nvcc",), facts_nvcc,
+          "context is current.", INITIALIZATION, "promise", ("nvcc",), _facts_nvcc,
           "the stub nvcc wrote registers through {registration} (expanding to: {expands}) from {constructor}; after "
           "dlopen of the library: primary context {primary}, context current on the thread: {current}",
-          expect_nvcc),
+          _expect_nvcc),
     Claim("modules.nvcc-library-runtime",
           "Which context the kernel of a separately built library runs in, next to CuPy.", NO_DOC, "observation",
-          ("nvcc",), facts_nvcc_runtime,
+          ("nvcc",), _facts_nvcc_runtime,
           "the library's own runtime ({library_runtime}) launched its kernel (status {status}, result {result}) on "
           "device {device} in context {library_context}; CuPy's runtime ({cupy_runtime}) on that device uses "
           "{cupy_context} ({same}); the device's primary context: {primary}"),
     Claim("modules.cupy-kernel-cache",
           "CuPy's per-device kernel cache when another context is current.", NO_DOC, "observation",
-          ("cupy-cache",), facts_cupy_cache,
+          ("cupy-cache",), _facts_cupy_cache,
           "a CuPy kernel compiled and loaded under the primary context (there: {first}), launched with a "
           "cuCtxCreate context current, over {runs} run(s): {outcomes}; wrong values returned without an error: "
           "{silent_wrong}; runs that crashed: {broke}"),
@@ -264,6 +264,7 @@ class LoadProbe:
         self.used: int | None = None
 
     def __call__(self, events: list) -> dict:
+        """MODULE_LOADED events among the step's events, and how much device memory in use grew."""
         from ctxlab.cuda import driver as drv
 
         grew = 0.0
