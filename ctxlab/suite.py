@@ -91,6 +91,7 @@ _VOLATILE = [
 
 
 def normalize(evidence: str) -> str:
+    """Evidence with handles, addresses and figures blanked: what drift compares."""
     for pattern, replacement in _VOLATILE:
         evidence = pattern.sub(replacement, evidence)
     return evidence

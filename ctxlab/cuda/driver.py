@@ -26,11 +26,13 @@ def _driver():
 
 
 def as_context(ctx):
+    """A CUcontext from a handle int (or a CUcontext)."""
     driver = _driver()
     return ctx if isinstance(ctx, driver.CUcontext) else driver.CUcontext(ctx)
 
 
 def as_device(dev):
+    """A CUdevice from an ordinal (or a CUdevice)."""
     driver = _driver()
     return dev if isinstance(dev, driver.CUdevice) else driver.CUdevice(int(dev))
 
@@ -43,16 +45,19 @@ class ContextView(NamedTuple):
 
     @property
     def none(self) -> bool:
+        """No context is current."""
         return self.handle == 0
 
 
 def context_id(ctx) -> int | None:
+    """cuCtxGetId: unique for the life of the process, even when a handle value is reused."""
     if int(ctx) == 0:
         return None
     return int(check(_driver().cuCtxGetId(as_context(ctx)), "cuCtxGetId"))
 
 
 def current() -> ContextView:
+    """The calling thread's current context: handle (0 for none) and id."""
     driver = _driver()
     err, ctx = driver.cuCtxGetCurrent()
     if int(err):
@@ -66,12 +71,14 @@ def current() -> ContextView:
 
 
 def push(ctx) -> None:
+    """cuCtxPushCurrent on the calling thread."""
     err, = _driver().cuCtxPushCurrent(as_context(ctx))
     if int(err):
         raise error_from(err, "cuCtxPushCurrent")
 
 
 def pop() -> int:
+    """cuCtxPopCurrent: the handle popped from the calling thread."""
     err, ctx = _driver().cuCtxPopCurrent()
     if int(err):
         raise error_from(err, "cuCtxPopCurrent")
@@ -79,10 +86,12 @@ def pop() -> int:
 
 
 def set_current(ctx) -> None:
+    """cuCtxSetCurrent (0 unbinds)."""
     check(_driver().cuCtxSetCurrent(as_context(ctx)), "cuCtxSetCurrent")
 
 
 def synchronize() -> None:
+    """cuCtxSynchronize on the current context."""
     check(_driver().cuCtxSynchronize(), "cuCtxSynchronize")
 
 
@@ -97,37 +106,45 @@ def create_context(dev, flags: int = 0) -> int:
 
 
 def destroy_context(ctx) -> None:
+    """cuCtxDestroy."""
     check(_driver().cuCtxDestroy(as_context(ctx)), "cuCtxDestroy")
 
 
 def primary_retain(dev) -> int:
+    """cuDevicePrimaryCtxRetain: the primary context's handle (created if inactive)."""
     return int(check(_driver().cuDevicePrimaryCtxRetain(as_device(dev)), "cuDevicePrimaryCtxRetain"))
 
 
 def primary_release(dev) -> None:
+    """cuDevicePrimaryCtxRelease."""
     check(_driver().cuDevicePrimaryCtxRelease(as_device(dev)), "cuDevicePrimaryCtxRelease")
 
 
 def primary_reset(dev) -> None:
+    """cuDevicePrimaryCtxReset."""
     check(_driver().cuDevicePrimaryCtxReset(as_device(dev)), "cuDevicePrimaryCtxReset")
 
 
 def primary_set_flags(dev, flags: int) -> None:
+    """cuDevicePrimaryCtxSetFlags."""
     check(_driver().cuDevicePrimaryCtxSetFlags(as_device(dev), flags), "cuDevicePrimaryCtxSetFlags")
 
 
 @dataclass(frozen=True)
 class PrimaryState:
+    """What cuDevicePrimaryCtxGetState reports: active, and the flags."""
     active: bool
     flags: int
 
 
 def primary_state(dev) -> PrimaryState:
+    """cuDevicePrimaryCtxGetState, which never creates the context."""
     flags, active = check(_driver().cuDevicePrimaryCtxGetState(as_device(dev)), "cuDevicePrimaryCtxGetState")
     return PrimaryState(bool(active), int(flags))
 
 
 def pointer_context(ptr: int) -> int:
+    """CU_POINTER_ATTRIBUTE_CONTEXT: the context an allocation belongs to."""
     driver = _driver()
     err, ctx = driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_CONTEXT, ptr)
     if int(err):
@@ -136,6 +153,7 @@ def pointer_context(ptr: int) -> int:
 
 
 def pointer_device(ptr: int) -> int:
+    """CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL of an allocation."""
     driver = _driver()
     attr = driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
     return int(check(driver.cuPointerGetAttribute(attr, int(ptr)), "cuPointerGetAttribute(DEVICE_ORDINAL)"))
@@ -151,6 +169,7 @@ def stream_context(stream) -> int:
 
 
 def stream_create() -> int:
+    """cuStreamCreate in the current context (non-blocking): its handle."""
     driver = _driver()
     flags = driver.CUstream_flags.CU_STREAM_NON_BLOCKING
     return int(check(driver.cuStreamCreate(flags), "cuStreamCreate"))
@@ -163,19 +182,23 @@ def host_alloc_mapped(nbytes: int) -> int:
 
 
 def mem_alloc(nbytes: int) -> int:
+    """cuMemAlloc in the current context."""
     return int(check(_driver().cuMemAlloc(nbytes), "cuMemAlloc"))
 
 
 def mem_get_info() -> tuple[int, int]:
+    """cuMemGetInfo: (free, total) bytes of the current context's device."""
     free, total = check(_driver().cuMemGetInfo(), "cuMemGetInfo")
     return int(free), int(total)
 
 
 def copy_to_device(ptr: int, data: bytes) -> None:
+    """cuMemcpyHtoD of ``data`` to ``ptr``."""
     check(_driver().cuMemcpyHtoD(int(ptr), data, len(data)), "cuMemcpyHtoD")
 
 
 def copy_from_device(ptr: int, nbytes: int) -> bytes:
+    """cuMemcpyDtoH of ``nbytes`` from ``ptr``."""
     buf = bytearray(nbytes)
     check(_driver().cuMemcpyDtoH(buf, int(ptr), nbytes), "cuMemcpyDtoH")
     return bytes(buf)

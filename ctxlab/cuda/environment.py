@@ -16,6 +16,7 @@ from ctxlab.cuda.errors import CudaError, NoGpu, check
 
 
 def driver_module():
+    """cuda.bindings.driver, or NoGpu saying why it cannot be used."""
     try:
         from cuda.bindings import driver
     except ImportError as exc:
@@ -46,6 +47,7 @@ def init_driver():
 
 
 def device_count() -> int:
+    """How many GPUs the driver sees (NoGpu where there is no driver)."""
     driver = init_driver()
     return check(driver.cuDeviceGetCount(), "cuDeviceGetCount")
 
@@ -64,6 +66,7 @@ def require_device(index: int):
 
 
 def package_version(name: str) -> str | None:
+    """An installed distribution's version, None when it is not installed."""
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
@@ -71,6 +74,7 @@ def package_version(name: str) -> str | None:
 
 
 def cupy_distribution() -> str | None:
+    """Which CuPy distribution is installed (cupy-cuda13x, cupy-cuda12x, cupy), if any."""
     for name in ("cupy-cuda13x", "cupy-cuda12x", "cupy"):
         if package_version(name):
             return name
@@ -78,6 +82,7 @@ def cupy_distribution() -> str | None:
 
 
 def device_info(index: int) -> dict:
+    """A GPU's name, compute capability and memory, read without creating a context."""
     driver = init_driver()
     dev = check(driver.cuDeviceGet(index), "cuDeviceGet")
     attr = driver.CUdevice_attribute

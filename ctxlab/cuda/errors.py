@@ -15,6 +15,7 @@ class NoGpu(Exception):
 
 
 class CudaError(Exception):
+    """A CUDA status that is not success: its NAME, number, NVIDIA's explanation and the call."""
     def __init__(self, name: str, code: int, explanation: str | None = None, call: str | None = None):
         super().__init__(name, code, explanation, call)
         self.name = name
@@ -31,6 +32,7 @@ class CudaError(Exception):
         return f"{where}{self.name} ({self.code}){why}"
 
     def to_dict(self) -> dict[str, Any]:
+        """The error as JSON fields."""
         return {"error": self.name, "code": self.code, "explanation": self.explanation, "call": self.call}
 
 
@@ -60,6 +62,7 @@ def _explain(status) -> str | None:
 
 
 def error_from(status, call: str | None = None) -> CudaError:
+    """A CudaError for a cuda.bindings status (CUresult, cudaError_t, nvrtcResult)."""
     name = getattr(status, "name", None) or f"status {int(status)}"
     return CudaError(name, int(status), _explain(status), call)
 

@@ -147,6 +147,7 @@ class ProbeModule:
         return cls(ctx.handle, module, int(address), int(size), add_fn, read_fn)
 
     def function(self, name: str):
+        """A kernel of the probe module, as a CUfunction of this context."""
         return check(init_driver().cuModuleGetFunction(self.module, name.encode()), "cuModuleGetFunction")
 
     def packed(self, name: str, args: list[tuple[int, type]], grid: int, block: int) -> PackedLaunch:
@@ -154,9 +155,11 @@ class ProbeModule:
         return PackedLaunch(self.function(name), args, grid, block, f"cuLaunchKernel({name})")
 
     def read_global(self) -> int:
+        """The probe's ``__device__`` global, read from the device."""
         return struct.unpack("<q", drv.copy_from_device(self.global_address, 8))[0]
 
     def write_global(self, value: int) -> None:
+        """Write the probe's ``__device__`` global."""
         drv.copy_to_device(self.global_address, struct.pack("<q", value))
 
     def add_to_global(self, k: int, stream: int = 0) -> None:
@@ -185,6 +188,7 @@ class PackedLaunch:
         self._driver = init_driver()
 
     def __call__(self, stream) -> None:
+        """Launch the kernel with its packed arguments on ``stream``."""
         status = self._driver.cuLaunchKernel(self.fn, self.grid, 1, 1, self.block, 1, 1, 0, stream,
                                              self._params, 0)
         if int(status[0]) != 0:

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 
 class SharedExclusiveLock:
+    """Many shared holders or one exclusive holder; exclusive requests go first."""
     def __init__(self):
         self._cond = threading.Condition()
         self._shared = 0
@@ -23,6 +24,7 @@ class SharedExclusiveLock:
 
     @contextmanager
     def shared(self):
+        """Hold the GPU alongside other shared holders."""
         with self._cond:
             while self._exclusive or self._waiting:
                 self._cond.wait()
@@ -36,6 +38,7 @@ class SharedExclusiveLock:
 
     @contextmanager
     def exclusive(self):
+        """Hold the GPU alone: wait for the running holders, keep new ones out."""
         with self._cond:
             self._waiting += 1
             while self._exclusive or self._shared:
@@ -50,6 +53,7 @@ class SharedExclusiveLock:
                 self._cond.notify_all()
 
     def hold(self, exclusive: bool):
+        """``exclusive()`` or ``shared()``."""
         return self.exclusive() if exclusive else self.shared()
 
 

@@ -42,6 +42,7 @@ class IsolatedFailure(RuntimeError):
         self.kind, self.message, self.output = kind, message, output
 
     def to_dict(self) -> dict:
+        """The failure as a result's error entry."""
         return {"kind": self.kind, "message": self.message, "output_tail": self.output}
 
 
@@ -80,6 +81,7 @@ def _child(target: str, args: tuple, kwargs: dict, conn, log_path: str, env: dic
 
 
 def tail(text: str, limit: int = 4000) -> str:
+    """The last ``limit`` characters of ``text``."""
     return text if len(text) <= limit else "..." + text[-limit:]
 
 

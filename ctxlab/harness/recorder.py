@@ -28,6 +28,7 @@ ContextProbe = Callable[[], tuple[int | None, int | None]]  # -> (handle, id)
 
 
 class Recorder:
+    """Observations of one scenario, from any thread, with the trace events each step caused."""
     def __init__(self, context_probe: ContextProbe | None = None, scenario: str | None = None,
                  tracer=None, summarize: Callable[[list], list] | None = None):
         self._probe = context_probe
@@ -39,6 +40,7 @@ class Recorder:
 
     @property
     def tracer(self):
+        """The tracer whose events are attached to steps, or None when untraced."""
         return self._tracer
 
     def discard_events(self) -> None:

@@ -37,6 +37,7 @@ class Job:
 
     @property
     def label(self) -> str:
+        """The scenario's name, with the repeat's number when it is one."""
         return self.scenario.name + (f" #{self.repeat + 1}" if self.repeat is not None else "")
 
 

@@ -23,6 +23,7 @@ _STOP = object()
 
 @dataclass(frozen=True)
 class Step:
+    """One step of a choreography: which thread runs which function (it takes and returns the baton)."""
     thread: str
     name: str
     action: Callable[[Any], Any]  # baton in, baton out
@@ -30,6 +31,7 @@ class Step:
 
 
 class HandoffTimeout(TimeoutError):
+    """A step did not finish in time; names the thread and the step."""
     def __init__(self, thread: str, step: str, round: int | None, seconds: float):
         self.thread, self.step, self.round, self.seconds = thread, step, round, seconds
         where = f" (round {round})" if round is not None else ""
@@ -40,6 +42,7 @@ class HandoffTimeout(TimeoutError):
 
 
 class StepFailed(RuntimeError):
+    """A step raised; names the thread and the step, and carries the exception."""
     def __init__(self, thread: str, step: str, round: int | None, error: BaseException):
         self.thread, self.step, self.round, self.error = thread, step, round, error
         where = f" (round {round})" if round is not None else ""
@@ -50,6 +53,7 @@ class StepFailed(RuntimeError):
 
 
 class Choreography:
+    """Named host threads taking steps in a fixed order, handing a baton from one to the next."""
     def __init__(self, threads: Sequence[str], timeout: float = 30.0,
                  progress: Callable[[int, int], None] | None = None, progress_every: int = 256):
         if not threads:
