@@ -52,16 +52,20 @@ def run(name: str, progress: Callable[[str], None] | None = None,
 
 
 def check(names: Sequence[str] | None = None, devices: Sequence[int] = (0,), *, timeout: float | None = None,
-          jobs: int = 4, repeats: int | None = None, progress: Callable[[LabResult], None] | None = None,
-          registry: dict[str, str] | None = None) -> list[LabResult]:
+          jobs: int | None = None, repeats: int | None = None, progress: Callable[[LabResult], None] | None = None,
+          registry: dict[str, str] | None = None, baseline: Sequence[LabResult] | None = None,
+          schedule: list | None = None) -> list[LabResult]:
     """Every lab (or ``names``) on every GPU in ``devices``, isolated: one LabResult per lab and GPU.
 
-    A lab whose own code breaks becomes a result holding that error; the others go on.
+    All their scenarios share one pool of ``jobs`` child processes (default: the cores), ordered by a
+    ``baseline`` run's timings when given; ``schedule`` receives when each ran. A lab whose own code
+    breaks becomes a result holding that error; the others go on.
     """
     from ctxlab.suite import run_check
 
     return run_check(list(names) if names else None, list(devices), timeout=timeout, jobs=jobs, repeats=repeats,
-                     progress=progress, registry=registry)
+                     progress=progress, registry=registry, baseline=list(baseline) if baseline else None,
+                     schedule=schedule)
 
 
 def load(path: str | os.PathLike) -> list[LabResult]:

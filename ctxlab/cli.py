@@ -404,8 +404,9 @@ def parse_devices(text: str) -> list[int]:
 @click.option("--only", default=None, help="Run only these labs (comma-separated).")
 @click.option("--timeout", type=click.FloatRange(1, 3600), default=300.0, show_default=True,
               help="Seconds a lab's scenario may run before it is killed and reported as that lab's error.")
-@click.option("--jobs", type=click.IntRange(1, 64), default=4, show_default=True,
-              help="Labs run side by side (labs that need the GPU alone still run one at a time).")
+@click.option("--jobs", type=click.IntRange(1, 256), default=None,
+              help="Child processes at once, over every lab's scenarios (default: the CPU cores); scenarios "
+                   "that need the GPU alone still run one at a time.")
 @repeats_option
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write all results (JSON).")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False), default=None, help="Write JUnit XML.")
@@ -414,8 +415,12 @@ def parse_devices(text: str) -> list[int]:
 @click.option("--baseline", type=click.Path(dir_okay=False), default=None,
               help="A recorded check JSON to compare with: every verdict or observed outcome that differs is drift.")
 @click.option("--fail-on-drift", is_flag=True, help="Exit 1 when anything drifted from --baseline.")
+@click.option("--profile", is_flag=True,
+              help="Print when each scenario's child process started and ended, what it waited for, and the "
+                   "critical path (standard error).")
 @domain_errors
-def check(devices, only, timeout, jobs, repeats, json_path, junit_path, markdown_path, baseline, fail_on_drift):
+def check(devices, only, timeout, jobs, repeats, json_path, junit_path, markdown_path, baseline, fail_on_drift,
+          profile):
     """Run every lab, isolated, and report for CI: exit 1 when a documented claim fails or a lab errors.
 
     One line per lab as it ends. Exit status: 0 when no claim fails and every
@@ -423,7 +428,7 @@ def check(devices, only, timeout, jobs, repeats, json_path, junit_path, markdown
     environment problems such as no GPU.
     """
     import ctxlab.api
-    from ctxlab.suite import drift, drift_line, progress_line, select_labs, summary_markdown
+    from ctxlab.suite import drift, drift_line, profile_lines, progress_line, select_labs, summary_markdown
     from ctxlab.record import atomic_write, check_writable, dumps, load_runs
     from ctxlab.report import render
 
@@ -439,10 +444,14 @@ def check(devices, only, timeout, jobs, repeats, json_path, junit_path, markdown
     base = load_runs(baseline) if baseline else None
     chosen = parse_devices(devices)
     t0 = time.perf_counter()
-    runs = ctxlab.api.check(names, chosen, timeout=timeout, jobs=jobs, repeats=repeats,
-                            progress=lambda run: say(progress_line(run)))
+    schedule: list = []
+    runs = ctxlab.api.check(names, chosen, timeout=timeout, jobs=jobs, repeats=repeats, baseline=base,
+                            progress=lambda run: say(progress_line(run)), schedule=schedule)
     drifted = drift(runs, base) if base is not None else None
     say(f"check: {len(runs)} lab run(s) in {time.perf_counter() - t0:.2f} s")
+    if profile:
+        for line in profile_lines(schedule):
+            say(line)
     if not (json_path or junit_path or markdown_path):
         click.echo(render(runs, "table"), nl=False)
     if json_path:

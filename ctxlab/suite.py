@@ -3,9 +3,9 @@
 Each lab's scenarios run in child processes (from the forkserver that preloaded
 CuPy and cuda.bindings), each with a timeout, so a lab that crashes, hangs or
 leaves a sticky error is reported as that lab's error with its output tail while
-the others go on. Labs and their scenarios run side by side; scenarios whose
-figures need the GPU alone (timings, device memory in use) take it exclusively
-through ``harness.gpu_lock``.
+the others go on. Every lab's scenarios share one pool (``harness.pool``);
+scenarios whose figures need the GPU alone (timings, device memory in use) take
+it exclusively through ``harness.gpu_lock``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import re
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
+from ctxlab.harness.pool import Scheduled, critical_path, run_plans
+from ctxlab.harness.runner import plan
 from ctxlab.lab import DEFAULT_REPEATS
 from ctxlab.labs import LABS, get_lab
 from ctxlab.record import FAILING, LabResult
@@ -52,34 +53,51 @@ def progress_line(run: LabResult) -> str:
     return f"{run.lab} on GPU {run.options.get('device', '?')}: {counts or 'no claims'}{errors} ({run.seconds:.2f} s)"
 
 
-def run_one(name: str, device: int, timeout: float | None, repeats: int, registry: dict[str, str]) -> LabResult:
-    """One lab on one GPU with its default options; the lab's own breakage becomes its error."""
-    from ctxlab.harness.runner import run_lab
-
-    t = time.perf_counter()
-    try:
-        lab = get_lab(name, registry)
-        return run_lab(lab, lab.make_options(device=device, scenario_timeout=timeout, repeats=repeats))
-    except Exception as exc:  # the lab's own code broke: its error, the others go on
-        return _error_result(name, device, exc, time.perf_counter() - t)
-
-
-def run_check(names: list[str] | None, devices: list[int], timeout: float | None = None, jobs: int = 4,
+def run_check(names: list[str] | None, devices: list[int], timeout: float | None = None, jobs: int | None = None,
               repeats: int | None = None, progress: Callable[[LabResult], None] | None = None,
-              registry: dict[str, str] | None = None) -> list[LabResult]:
-    """Every lab in ``names`` (default: all) on every GPU in ``devices``, in that order."""
+              registry: dict[str, str] | None = None, baseline: list[LabResult] | None = None,
+              schedule: list[Scheduled] | None = None) -> list[LabResult]:
+    """Every lab in ``names`` (default: all) on every GPU in ``devices``, in that order.
+
+    Every scenario of every lab runs in one pool of ``jobs`` child processes at a time (default: the
+    cores); a ``baseline`` run's timings order them longest first. A lab whose own code breaks becomes a
+    result holding that error. ``schedule`` receives when each job ran (``check --profile``).
+    """
     registry = registry or LABS
-    work = [(name, device) for name in (names or list(registry)) for device in devices]
+    plans, broken = [], {}
+    for name in names or list(registry):
+        for device in devices:
+            t = time.perf_counter()
+            try:
+                lab = get_lab(name, registry)
+                plans.append(plan(lab, lab.make_options(device=device, scenario_timeout=timeout,
+                                                        repeats=repeats or DEFAULT_REPEATS)))
+            except Exception as exc:  # the lab's own code broke: its error, the others go on
+                broken[(name, device)] = _error_result(name, device, exc, time.perf_counter() - t)
+                if progress:
+                    progress(broken[(name, device)])
+    durations = {(r.lab, scenario): seconds for r in baseline or () for scenario, seconds in r.timings.items()}
+    ran = run_plans(plans, width=jobs, durations=durations, on_result=progress, schedule=schedule)
+    by_key = {(r.lab, p.options.device): r for p, r in zip(plans, ran, strict=True)} | broken
+    return [by_key[(name, device)] for name in names or list(registry) for device in devices]
 
-    def one(item: tuple[str, int]) -> LabResult:
-        result = run_one(item[0], item[1], timeout, repeats or DEFAULT_REPEATS, registry)
-        if progress:
-            progress(result)
-        return result
 
-    # Labs side by side; inside each, scenarios that need the GPU alone take it (harness.gpu_lock).
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(one, work))
+def profile_lines(schedule: list[Scheduled]) -> list[str]:
+    """``check --profile``: every job's start, end and wait, then the critical path and what bounds it."""
+    if not schedule:
+        return ["profile: no job ran"]
+    rows = sorted(schedule, key=lambda s: s.started)
+    lines = [f"{'start':>7} {'end':>7} {'waited':>7}  job"]
+    lines += [f"{s.started:7.2f} {s.ended:7.2f} {s.waited:7.2f}  {s.lab}/{s.job} on GPU {s.device}"
+              + ("  [GPU alone]" if s.gpu_alone else "") for s in rows]
+    wall = max(s.ended for s in schedule)
+    alone = sum(s.ended - s.started for s in schedule if s.gpu_alone)
+    busy = sum(s.ended - s.started for s in schedule)
+    lines += ["", f"wall {wall:.2f} s; child processes {len(schedule)}, {busy:.2f} s of child time; "
+                  f"GPU-alone jobs {alone:.2f} s (they run one at a time with nothing beside them: a floor)",
+              "critical path: " + " -> ".join(f"{s.lab}/{s.job} ({s.started:.2f}-{s.ended:.2f})"
+                                               for s in critical_path(schedule))]
+    return lines
 
 
 # ---------------------------------------------------------------- drift

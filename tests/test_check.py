@@ -160,3 +160,35 @@ def test_check_usage_errors_exit_2(fake_registry, args, message):
 def test_check_without_gpu_exits_2():
     result = invoke("check")
     assert result.exit_code == 2 and "no usable GPU" in result.output
+
+
+def test_one_pool_runs_gpu_alone_jobs_first_and_never_beside_another():
+    from ctxlab.harness.pool import critical_path
+
+    schedule = []
+    runs = run_check(["timed", "ok"], [0], jobs=4, registry=REGISTRY, schedule=schedule)
+    assert [r.lab for r in runs] == ["timed", "ok"] and not any(r.failed for r in runs)
+    assert len(schedule) == 5  # every job of both labs, one pool
+    alone = next(s for s in schedule if s.gpu_alone)
+    assert alone.started <= min(s.started for s in schedule) + 0.05  # scheduled first
+    for other in (s for s in schedule if s is not alone):
+        assert other.ended <= alone.started + 0.01 or other.started >= alone.ended - 0.01  # never side by side
+    assert critical_path(schedule)[-1].ended == max(s.ended for s in schedule)
+
+
+def test_a_baseline_orders_the_shared_jobs_longest_first():
+    from ctxlab.harness.pool import order
+    from ctxlab.harness.runner import plan
+    from ctxlab.labs import get_lab
+
+    lab = get_lab("timed", REGISTRY)
+    planned = plan(lab, lab.make_options())
+    durations = {("timed", "shared-1"): 0.1, ("timed", "shared-2"): 5.0, ("timed", "shared-3"): 1.0}
+    assert [s.job.scenario.name for s in order([planned], durations)] == ["alone", "shared-2", "shared-3", "shared-1"]
+
+
+def test_check_profile_prints_each_job_and_the_critical_path(fake_registry, tmp_path):
+    result = invoke("check", "--only", "timed", "--profile", "--json", str(tmp_path / "r.json"))
+    assert result.exit_code == 0, result.output
+    assert "timed/alone on GPU 0  [GPU alone]" in result.output and "critical path: " in result.output
+    assert "GPU-alone jobs" in result.output

@@ -1,11 +1,15 @@
 """The one run path: a lab's scenarios in child processes, repeats, then the verdicts.
 
-Used by ``ctxlab.run``, ``ctxlab check`` and every lab command. Scenarios run
-side by side, each in its own process (those that need the GPU alone take it
-through ``harness.gpu_lock``). A scenario in undefined-behaviour territory runs
-``options.repeats`` times, each in a fresh process; its observations carry the
-repeat index, and one repeat that crashes is an outcome of the distribution,
-not a lab error, as long as another repeat answered.
+Used by ``ctxlab.run``, ``ctxlab check`` and every lab command, in three parts:
+``plan`` (the child processes a lab needs), ``execute`` (one child, under the
+GPU lock and a slot, timed), ``assemble`` (observations, errors and verdicts).
+``run_lab`` does all three for one lab; ``ctxlab check`` plans every lab and
+runs all their jobs in one pool (``suite.py``).
+
+A scenario in undefined-behaviour territory runs ``options.repeats`` times, each
+in a fresh process; its observations carry the repeat index, and one repeat
+that crashes is an outcome of the distribution, not a lab error, as long as
+another repeat answered.
 """
 
 from __future__ import annotations
@@ -40,38 +44,108 @@ class Job:
         """The scenario's name, with the repeat's number when it is one."""
         return self.scenario.name + (f" #{self.repeat + 1}" if self.repeat is not None else "")
 
+    @property
+    def gpu_alone(self) -> bool:
+        """It needs the GPU to itself (its figures read device-wide state)."""
+        return self.scenario.isolation is Isolation.GPU_ALONE
+
+
+@dataclasses.dataclass(frozen=True)
+class JobResult:
+    """What one child gave back (its value, or how it failed), and when it queued, started and ended."""
+
+    out: dict | IsolatedFailure
+    queued: float  # perf_counter seconds
+    started: float  # after the GPU lock and a slot were held
+    ended: float
+
+    @property
+    def seconds(self) -> float:
+        """The child's own wall time."""
+        return self.ended - self.started
+
+
+@dataclasses.dataclass
+class LabPlan:
+    """A lab about to run: its options, scenarios and jobs, and when it began."""
+
+    lab: Lab
+    options: LabOptions
+    scenarios: list[Scenario]
+    jobs: list[Job]
+    started: str = dataclasses.field(
+        default_factory=lambda: datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"))
+    t0: float = dataclasses.field(default_factory=time.perf_counter)
+
 
 def jobs_for(scenarios: list[Scenario], repeats: int) -> list[Job]:
     """Every child process to start: undefined-behaviour scenarios once per repeat."""
     return [Job(s, r) for s in scenarios for r in (range(repeats) if s.undefined else (None,))]
 
 
+def plan(lab: Lab, options: LabOptions) -> LabPlan:
+    """The child processes ``lab`` needs with these options."""
+    scenarios = lab.scenarios(options)
+    return LabPlan(lab, options, scenarios, jobs_for(scenarios, options.repeats))
+
+
+def environment_of(device: int) -> dict:
+    """The environment block, read in a child so this process never initialises CUDA."""
+    from ctxlab.labs.common import capture_environment
+
+    try:
+        return capture_environment(device)
+    except IsolatedFailure as failure:  # the lab still runs; its record says why the environment is unknown
+        return {"device": device, "unknown": f"{failure.kind}: {failure.message}"}
+
+
 def run_lab(lab: Lab, options: LabOptions, progress: Progress | None = None,
             on_progress: ScenarioProgress | None = None) -> LabResult:
     """Run every scenario of ``lab`` for ``options`` and judge its claims over what they observed."""
-    from ctxlab.labs.common import capture_environment
-
     say = progress or (lambda message: None)
-    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    t0 = time.perf_counter()
-    try:
-        environment = capture_environment(options.device)
-    except IsolatedFailure as failure:  # the lab still runs; its record says why the environment is unknown
-        environment = {"device": options.device, "unknown": f"{failure.kind}: {failure.message}"}
-    scenarios = lab.scenarios(options)
-    jobs = jobs_for(scenarios, options.repeats)
-    width = max(1, min(options.jobs or os.cpu_count() or 1, len(jobs) or 1))
+    planned = plan(lab, options)
+    environment = environment_of(options.device)
+    width = max(1, min(options.jobs or os.cpu_count() or 1, len(planned.jobs) or 1))
     with ThreadPoolExecutor(max_workers=width) as pool:
-        outputs = list(pool.map(lambda job: _run_job(lab.name, job, options, say, on_progress), jobs))
+        results = list(pool.map(lambda job: execute(lab.name, job, options, say, on_progress), planned.jobs))
+    return assemble(planned, environment, results)
+
+
+def execute(lab: str, job: Job, options: LabOptions, say: Progress,
+            on_progress: ScenarioProgress | None = None) -> JobResult:
+    """One child; a crash, hang or exception there becomes that job's failure and the lab goes on."""
+    sc = job.scenario
+    timeout = min(sc.timeout, options.scenario_timeout) if options.scenario_timeout else sc.timeout
+    env = {**sc.env, **({"CTXLAB_TRACE": "1"} if options.trace else {})}
+    queued = time.perf_counter()
+    with GPU.hold(job.gpu_alone), SLOTS:
+        started = time.perf_counter()
+        try:
+            out: dict | IsolatedFailure = run_isolated(
+                sc.target, *sc.args, timeout=timeout, env=env,
+                on_progress=on_progress if sc.reports_progress else None,
+                fresh=sc.isolation is Isolation.FRESH, **sc.kwargs)
+        except IsolatedFailure as failure:
+            out = failure
+        ended = time.perf_counter()
+    if isinstance(out, IsolatedFailure):
+        say(f"{lab}: {job.label} {out.kind}: {out.message}")
+    else:
+        say(f"{lab}: {job.label} done in {ended - started:.2f} s")
+    return JobResult(out, queued, started, ended)
+
+
+def assemble(planned: LabPlan, environment: dict, results: list[JobResult]) -> LabResult:
+    """The lab's result from its jobs' results (in the order of ``planned.jobs``)."""
     observations: list[Observation] = []
     metrics: dict = {}
     errors: list[dict] = []
     timings: dict[str, float] = {}
-    for scenario in scenarios:
-        mine = [(job, out, seconds) for job, (out, seconds) in zip(jobs, outputs, strict=True)
-                if job.scenario is scenario]
+    done = list(zip(planned.jobs, results, strict=True))
+    for scenario in planned.scenarios:
+        mine = [(job, result.out, result.seconds) for job, result in done if job.scenario is scenario]
         timings[scenario.name] = round(sum(seconds for _, _, seconds in mine), 3)
-        answered = [(job, out) for job, out, _ in mine if isinstance(out, dict)]
+        answered = any(isinstance(out, dict) for _, out, _ in mine)
         for job, out, _ in mine:
             if isinstance(out, dict):
                 observations.extend(_tagged(out.get("observations", ()), job.repeat))
@@ -81,9 +155,10 @@ def run_lab(lab: Lab, options: LabOptions, progress: Progress | None = None,
                                                 value=out.to_dict(), scenario=scenario.name, repeat=job.repeat))
             else:
                 errors.append({"scenario": job.label, **out.to_dict()})
-    ran = [s.name for s in scenarios]
-    return LabResult(lab=lab.name, started=started, seconds=time.perf_counter() - t0, environment=environment,
-                     options=options.to_dict(), observations=tuple(observations),
+    ran = [s.name for s in planned.scenarios]
+    lab = planned.lab
+    return LabResult(lab=lab.name, started=planned.started, seconds=time.perf_counter() - planned.t0,
+                     environment=environment, options=planned.options.to_dict(), observations=tuple(observations),
                      claims=judge(lab.claims, observations, ran), errors=tuple(errors), metrics=metrics,
                      timings=timings, views=dict(lab.views), flags=tuple(silent_wrong_flags(observations)))
 
@@ -92,26 +167,6 @@ def _tagged(observations: Any, repeat: int | None) -> list[Observation]:
     if repeat is None:
         return list(observations)
     return [dataclasses.replace(o, repeat=repeat) for o in observations]
-
-
-def _run_job(lab: str, job: Job, options: LabOptions, say: Progress,
-             on_progress: ScenarioProgress | None) -> tuple[dict | IsolatedFailure, float]:
-    """One child; a crash, hang or exception there becomes that job's failure and the lab goes on."""
-    sc = job.scenario
-    timeout = min(sc.timeout, options.scenario_timeout) if options.scenario_timeout else sc.timeout
-    env = {**sc.env, **({"CTXLAB_TRACE": "1"} if options.trace else {})}
-    with GPU.hold(sc.isolation is Isolation.GPU_ALONE), SLOTS:
-        t = time.perf_counter()
-        try:
-            out = run_isolated(sc.target, *sc.args, timeout=timeout, env=env,
-                               on_progress=on_progress if sc.reports_progress else None,
-                               fresh=sc.isolation is Isolation.FRESH, **sc.kwargs)
-        except IsolatedFailure as failure:
-            say(f"{lab}: {job.label} {failure.kind}: {failure.message}")
-            return failure, time.perf_counter() - t
-    seconds = time.perf_counter() - t
-    say(f"{lab}: {job.label} done in {seconds:.2f} s")
-    return out, seconds
 
 
 def silent_wrong_flags(observations: list[Observation]) -> Iterator[dict]:

@@ -3,7 +3,7 @@ one whose scenario hangs, one whose documented claim fails, one whose judge brea
 and one whose undefined-behaviour scenario crashes in one repeat of three."""
 
 from ctxlab.claim import Claim, some
-from ctxlab.lab import Lab, LabOptions, Scenario
+from ctxlab.lab import Isolation, Lab, LabOptions, Scenario
 
 
 def _count(observations):
@@ -28,6 +28,16 @@ FAILS = _lab("fails", "tests.fake_labs.targets:observe", promise=lambda facts: F
 BROKEN_JUDGE = _lab("broken-judge", "tests.fake_labs.targets:observe", facts=_broken)
 FLAKY = _lab("flaky", "tests.fake_labs.targets:crash_on_second_call", undefined=True)
 
+# One scenario that needs the GPU alone and three that share it, each taking 0.3 s.
+TIMED = Lab("timed", "A question?", LabOptions,
+            (Claim("timed.claim", "A statement.", "a source", "promise", ("alone", "shared-1"), _count,
+                   "{n} observations", lambda facts: True),),
+            lambda options: [Scenario("shared-1", "tests.fake_labs.targets:nap", timeout=60),
+                             Scenario("shared-2", "tests.fake_labs.targets:nap", timeout=60),
+                             Scenario("shared-3", "tests.fake_labs.targets:nap", timeout=60),
+                             Scenario("alone", "tests.fake_labs.targets:nap", timeout=60,
+                                      isolation=Isolation.GPU_ALONE)])
+
 REGISTRY = {"ok": "tests.fake_labs:OK", "crash": "tests.fake_labs:CRASH", "hang": "tests.fake_labs:HANG",
             "fails": "tests.fake_labs:FAILS", "broken-judge": "tests.fake_labs:BROKEN_JUDGE",
-            "flaky": "tests.fake_labs:FLAKY"}
+            "flaky": "tests.fake_labs:FLAKY", "timed": "tests.fake_labs:TIMED"}

@@ -27,3 +27,11 @@ def crash_on_second_call():
     if number == 2:
         os.kill(os.getpid(), signal.SIGSEGV)
     return observe()
+
+
+def nap(seconds: float = 0.3):
+    """Observes after a pause: stands in for a scenario that takes time."""
+    import time
+
+    time.sleep(seconds)
+    return observe()

@@ -1,0 +1,128 @@
+"""Every lab's child processes in one pool: what ``ctxlab check`` runs.
+
+All jobs of all planned labs share one pool sized to the machine's cores. The
+jobs that need the GPU alone go first, back to back (each holds the GPU
+exclusively, so they are a serial chain whatever the order: started first, they
+never wait for shared jobs to drain); then the others, longest first when their
+durations are known from a baseline run. A lab's result is assembled, and
+reported, as soon as its last job ends. The schedule (when each job queued,
+started and ended) is what ``check --profile`` prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from ctxlab.harness.runner import Job, JobResult, LabPlan, assemble, environment_of, execute
+from ctxlab.record import LabResult
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    """One job of one lab's plan, as scheduled."""
+
+    plan: LabPlan
+    index: int  # in plan.jobs
+
+    @property
+    def job(self) -> Job:
+        """The job."""
+        return self.plan.jobs[self.index]
+
+
+@dataclasses.dataclass(frozen=True)
+class Scheduled:
+    """A job of the schedule, when it ran (seconds from the start of the pool) and what it waited for."""
+
+    lab: str
+    device: int
+    job: str
+    gpu_alone: bool
+    queued: float
+    started: float
+    ended: float
+
+    @property
+    def waited(self) -> float:
+        """Seconds from being scheduled to running: waiting for a worker, the GPU lock and a slot."""
+        return self.started - self.queued
+
+
+def estimate(slot: Slot, durations: dict[tuple[str, str], float]) -> float:
+    """A job's expected seconds: its scenario's recorded time divided over its repeats (0 when unknown)."""
+    total = durations.get((slot.plan.lab.name, slot.job.scenario.name), 0.0)
+    runs = sum(1 for job in slot.plan.jobs if job.scenario is slot.job.scenario)
+    return total / max(1, runs)
+
+
+def order(plans: list[LabPlan], durations: dict[tuple[str, str], float] | None = None) -> list[Slot]:
+    """GPU-alone jobs first, then the rest; each group longest first (declared order where unknown)."""
+    durations = durations or {}
+    slots = [Slot(p, i) for p in plans for i in range(len(p.jobs))]
+    return sorted(slots, key=lambda s: (not s.job.gpu_alone, -estimate(s, durations)))
+
+
+def run_plans(plans: list[LabPlan], width: int | None = None, durations: dict[tuple[str, str], float] | None = None,
+              on_result: Callable[[LabResult], None] | None = None,
+              schedule: list[Scheduled] | None = None) -> list[LabResult]:
+    """Run every job of every plan in one pool; one LabResult per plan, in the plans' order.
+
+    ``schedule``, when given, receives one entry per job as it ends.
+    """
+    t0 = time.perf_counter()
+    devices = sorted({p.options.device for p in plans})
+    width = max(1, width or os.cpu_count() or 1)
+    results: dict[int, list[JobResult | None]] = {id(p): [None] * len(p.jobs) for p in plans}
+    left = {id(p): len(p.jobs) for p in plans}
+    done: dict[int, LabResult] = {}
+    lock = threading.Lock()
+    with ThreadPoolExecutor(max_workers=width) as pool:
+        # The environment is read once per GPU, in a child, while the jobs start.
+        environments = {d: pool.submit(environment_of, d) for d in devices}
+
+        def finish(plan: LabPlan) -> None:
+            result = assemble(plan, environments[plan.options.device].result(),
+                              [r for r in results[id(plan)] if r is not None])
+            done[id(plan)] = result
+            if on_result:
+                on_result(result)
+
+        def run(slot: Slot, submitted: float) -> None:
+            result = execute(slot.plan.lab.name, slot.job, slot.plan.options, lambda message: None)
+            with lock:
+                results[id(slot.plan)][slot.index] = result
+                left[id(slot.plan)] -= 1
+                last = left[id(slot.plan)] == 0
+                if schedule is not None:
+                    schedule.append(Scheduled(slot.plan.lab.name, slot.plan.options.device, slot.job.label,
+                                              slot.job.gpu_alone, submitted - t0, result.started - t0,
+                                              result.ended - t0))
+            if last:
+                finish(slot.plan)
+
+        for plan in plans:
+            if not plan.jobs:
+                finish(plan)
+        futures = [pool.submit(run, slot, time.perf_counter()) for slot in order(plans, durations)]
+        for future in futures:
+            future.result()  # a bug in the pool itself surfaces here, not silently
+    return [done[id(p)] for p in plans]
+
+
+def critical_path(schedule: list[Scheduled]) -> list[Scheduled]:
+    """The chain that decided the wall time: from the last job to end, back through the job that ended
+    just before it started (what it waited for), to the start."""
+    if not schedule:
+        return []
+    chain = [max(schedule, key=lambda s: s.ended)]
+    while True:
+        before = [s for s in schedule if s.ended <= chain[-1].started + 1e-6 and s is not chain[-1]]
+        if not before or chain[-1].waited < 0.01:
+            break
+        chain.append(max(before, key=lambda s: s.ended))
+    return list(reversed(chain))
