@@ -1,21 +1,33 @@
 """Where a verified handoff's time goes: each operation of ``migrate``'s
 handoff step timed alone in one thread, a bare thread-to-thread handoff, and
-the relay itself with 2, 8 and 32 threads.
+the relay itself with 2, 8 and 32 threads, side by side with the same relay in
+C++ (``benchmarks/native_relay.cu``, built with nvcc when this runs).
 
-    python benchmarks/handoff_breakdown.py [--iterations N] [--json FILE]
+    python benchmarks/handoff_breakdown.py [--iterations N] [--handoffs N] [--json FILE]
 
-Needs a GPU. Prints microseconds per operation (median of 5 batches).
+Needs a GPU (and nvcc for the native figures). Prints microseconds per operation
+(median of 5 batches), then ctxlab's and the native verified handoffs per second
+and their ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import glob
 import json
+import os
 import queue
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import threading
 import time
+
+THREADS = (2, 8, 32)
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def timed(fn, n: int) -> float:
@@ -45,11 +57,54 @@ def ping_pong(n: int) -> float:
     return (time.perf_counter() - t) / (2 * n) * 1e6  # one handoff = one direction
 
 
-def main() -> None:
+def build_native() -> tuple[str | None, str]:
+    """The native relay built with nvcc: (path, how), or (None, why not)."""
+    nvcc = shutil.which("nvcc") or next(iter(glob.glob("/usr/local/cuda*/bin/nvcc")), None)
+    if not nvcc:
+        return None, "nvcc not found"
+    work = tempfile.mkdtemp(prefix="ctxlab-native-relay-")
+    binary = os.path.join(work, "native_relay")
+    stubs = os.path.join(os.path.dirname(os.path.dirname(nvcc)), "lib64", "stubs")
+    last = ""
+    for arch in (["-arch=native"], []):
+        for link in (["-lcuda"], [f"-L{stubs}", "-lcuda"]):
+            cmd = [nvcc, "-O2", "-std=c++17", *arch, "-o", binary, os.path.join(HERE, "native_relay.cu"), *link]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            if done.returncode == 0:
+                return binary, " ".join(cmd[1:])
+            last = done.stderr.strip()[-300:]
+    return None, f"nvcc failed: {last}"
+
+
+def native_rate(binary: str, threads: int, rounds: int) -> dict:
+    """One run of the native relay: its JSON line (verified handoffs per second and the checks)."""
+    done = subprocess.run([binary, str(threads), str(rounds)], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"native relay ({threads} threads) exited {done.returncode}: {done.stderr.strip()}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive count")
+    return value
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=2000)
-    parser.add_argument("--json", default=None)
+    parser.add_argument("--iterations", type=positive, default=2000, help="calls per timed batch (>= 1)")
+    parser.add_argument("--handoffs", type=positive, default=16000, help="handoffs per relay run (>= 1)")
+    parser.add_argument("--json", default=None, help="also write the figures here")
     args = parser.parse_args()
+    from ctxlab.cuda.environment import NoGpu, device_count
+
+    try:
+        if device_count() < 1:
+            raise NoGpu("the driver reports no GPU")
+    except NoGpu as exc:
+        print(f"handoff_breakdown: needs a GPU: {exc}", file=sys.stderr)
+        return 2
     n = args.iterations
 
     import cupy
@@ -67,7 +122,7 @@ def main() -> None:
     probe = ProbeModule.load()
     stream = cupy.cuda.Stream(non_blocking=True)
     cu_stream = driver.CUstream(stream.ptr)
-    handoff = probe.packed("verify_and_update", [(a.data.ptr, ctypes.c_void_p), (ARRAY_LEN, ctypes.c_longlong),
+    launch = probe.packed("verify_and_update", [(a.data.ptr, ctypes.c_void_p), (ARRAY_LEN, ctypes.c_longlong),
                                                  (3, ctypes.c_longlong), (out, ctypes.c_void_p)], 1, VERIFY_THREADS)
 
     def push_pop():
@@ -81,27 +136,41 @@ def main() -> None:
         "cuModuleGetGlobal": timed(lambda: driver.cuModuleGetGlobal(probe.module, b"probe_global"), n),
         "drv.stream_context": timed(lambda: drv.stream_context(stream.ptr), n),
         "pop + push": timed(push_pop, n),
-        "verify_and_update + stream sync": timed(lambda: (handoff(cu_stream), driver.cuStreamSynchronize(cu_stream)), n),
+        "verify_and_update + stream sync": timed(lambda: (launch(cu_stream), driver.cuStreamSynchronize(cu_stream)),
+                                                 n),
         "thread handoff (SimpleQueue)": ping_pong(n * 5),
     }
     # The relay itself as migrate runs it, by number of threads: verified and bare handoffs per second.
-    from ctxlab.labs.migrate import handoff
+    from ctxlab.labs.migrate import handoff as run_relay
 
+    binary, how = build_native()
     relay = {}
-    for threads in (2, 8, 32):
-        metrics = handoff(0, "primary", threads, max(1, 16000 // threads), 30.0)["metrics"]
-        relay[f"{threads} threads"] = {"verified_per_s": metrics["primary: verified handoffs/s"],
-                                       "bare_per_s": metrics["primary: bare handoffs/s"]}
-    report = {"environment": capture(0), "iterations": n, "microseconds": results, "relay_by_threads": relay}
+    for threads in THREADS:
+        rounds = max(1, args.handoffs // threads)
+        metrics = run_relay(0, "primary", threads, rounds, 30.0)["metrics"]
+        row = {"verified_per_s": metrics["primary: verified handoffs/s"],
+               "bare_per_s": metrics["primary: bare handoffs/s"]}
+        if binary:
+            native = native_rate(binary, threads, rounds)
+            row |= {"native_verified_per_s": native["verified_per_s"], "native_checks_ok":
+                    native["mismatches"] == 0 and native["final_ok"],
+                    "ratio": row["verified_per_s"] / native["verified_per_s"]}
+        relay[f"{threads} threads"] = row
+    report = {"environment": capture(0), "iterations": n, "handoffs": args.handoffs, "microseconds": results,
+              "relay_by_threads": relay, "native": how if binary else {"skipped": how}}
     width = max(map(len, results))
     for name, us in results.items():
         print(f"{name:<{width}}  {us:8.2f} us")
     for threads, rates in relay.items():
-        print(f"relay, {threads:<19} {rates['verified_per_s']:8.0f} verified/s  {rates['bare_per_s']:8.0f} bare/s")
+        native = (f"  native {rates['native_verified_per_s']:8.0f} verified/s  ratio {rates['ratio']:.3f}"
+                  if "ratio" in rates else f"  native: {how}")
+        print(f"relay, {threads:<11} {rates['verified_per_s']:8.0f} verified/s  {rates['bare_per_s']:8.0f} bare/s"
+              + native)
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(report, handle, indent=2)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

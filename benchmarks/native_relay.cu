@@ -1,0 +1,170 @@
+// migrate's verified handoff in C++: the native figure ctxlab's relay is compared with.
+//
+// T host threads take turns holding the device's primary context. Each handoff
+// does what ctxlab's Relay.step does: check that no context is current, push the
+// context, check the current context, the context of a runtime allocation and of
+// a driver allocation, the __device__ global's address and the stream's context,
+// launch one block that sums the array and reads the global (into mapped host
+// memory) and then adds 1 to every element and k to the global, synchronise the
+// stream, check the sum and the global against what the previous thread left,
+// pop (checking the handle), and hand over to the next thread through its own
+// condition variable. At the end every element and the global are checked.
+//
+//   nvcc -O2 -std=c++17 -o native_relay benchmarks/native_relay.cu -lcuda
+//   ./native_relay THREADS ROUNDS      -> one line of JSON
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#define N (1 << 13)  // migrate's ARRAY_LEN
+#define K 3          // migrate's GLOBAL_STEP
+#define BLOCK 1024   // VERIFY_THREADS
+
+__device__ long long probe_global;
+
+__global__ void verify_and_update(long long* a, long long n, long long k, long long* out) {
+    __shared__ long long part[BLOCK];
+    long long s = 0;
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) s += a[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) { out[0] = part[0]; out[1] = probe_global; probe_global += k; }
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) a[i] += 1;
+}
+
+static void fail(const char* what, int code) {
+    std::fprintf(stderr, "native_relay: %s failed (%d)\n", what, code);
+    std::exit(1);
+}
+#define DRV(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) fail(#call, (int)r_); } while (0)
+#define RT(call) do { cudaError_t r_ = (call); if (r_ != cudaSuccess) fail(#call, (int)r_); } while (0)
+
+struct Turn {  // one condition variable per thread: a handoff wakes exactly the next thread
+    std::mutex m;
+    std::condition_variable cv;
+    bool go = false;
+};
+
+struct Relay {
+    CUcontext ctx = nullptr;
+    long long* a = nullptr;
+    CUdeviceptr dptr = 0;
+    void* global_address = nullptr;
+    cudaStream_t stream = nullptr;
+    long long* out_host = nullptr;
+    long long* out_dev = nullptr;
+    long long sum = 0, global = 1000;
+    long long verified = 0, mismatches = 0;
+};
+
+static CUcontext pointer_context(CUdeviceptr p) {
+    CUcontext c = nullptr;
+    DRV(cuPointerGetAttribute(&c, CU_POINTER_ATTRIBUTE_CONTEXT, p));
+    return c;
+}
+
+static bool handoff(Relay& s) {
+    bool ok = true;
+    CUcontext cur = nullptr;
+    DRV(cuCtxGetCurrent(&cur));
+    ok &= cur == nullptr;
+    DRV(cuCtxPushCurrent(s.ctx));
+    DRV(cuCtxGetCurrent(&cur));
+    ok &= cur == s.ctx;
+    ok &= pointer_context((CUdeviceptr)s.a) == s.ctx;
+    ok &= pointer_context(s.dptr) == s.ctx;
+    void* address = nullptr;
+    RT(cudaGetSymbolAddress(&address, probe_global));
+    ok &= address == s.global_address;
+    CUcontext stream_ctx = nullptr;
+    DRV(cuStreamGetCtx((CUstream)s.stream, &stream_ctx));
+    ok &= stream_ctx == s.ctx;
+    verify_and_update<<<1, BLOCK, 0, s.stream>>>(s.a, N, K, s.out_dev);
+    RT(cudaStreamSynchronize(s.stream));
+    ok &= s.out_host[0] == s.sum && s.out_host[1] == s.global;
+    s.sum += N;
+    s.global += K;
+    CUcontext popped = nullptr;
+    DRV(cuCtxPopCurrent(&popped));
+    ok &= popped == s.ctx;
+    return ok;
+}
+
+int main(int argc, char** argv) {
+    if (argc != 3) { std::fprintf(stderr, "usage: native_relay THREADS ROUNDS\n"); return 2; }
+    const int threads = std::atoi(argv[1]), rounds = std::atoi(argv[2]);
+    if (threads < 1 || rounds < 1) { std::fprintf(stderr, "native_relay: THREADS and ROUNDS must be >= 1\n"); return 2; }
+
+    Relay s;
+    RT(cudaSetDevice(0));
+    RT(cudaFree(0));  // the runtime binds the primary context, as ctxlab's primary relay does
+    DRV(cuCtxGetCurrent(&s.ctx));
+    std::vector<long long> initial(N);
+    for (int i = 0; i < N; ++i) { initial[i] = 7LL * i + 11; s.sum += initial[i]; }
+    RT(cudaMalloc(&s.a, N * sizeof(long long)));
+    RT(cudaMemcpy(s.a, initial.data(), N * sizeof(long long), cudaMemcpyHostToDevice));
+    DRV(cuMemAlloc(&s.dptr, 256));
+    RT(cudaHostAlloc((void**)&s.out_host, 2 * sizeof(long long), cudaHostAllocMapped));
+    RT(cudaHostGetDevicePointer((void**)&s.out_dev, s.out_host, 0));
+    RT(cudaMemcpyToSymbol(probe_global, &s.global, sizeof(long long)));
+    RT(cudaGetSymbolAddress(&s.global_address, probe_global));
+    RT(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    CUcontext popped = nullptr;
+    DRV(cuCtxPopCurrent(&popped));
+
+    std::vector<Turn> turns(threads);
+    std::vector<std::thread> workers;
+    const long long total = (long long)threads * rounds;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < threads; ++i) {
+        workers.emplace_back([&, i] {
+            for (int r = 0; r < rounds; ++r) {
+                {
+                    std::unique_lock<std::mutex> lock(turns[i].m);
+                    turns[i].cv.wait(lock, [&] { return turns[i].go; });
+                    turns[i].go = false;
+                }
+                bool ok = handoff(s);
+                s.verified += ok;
+                s.mismatches += !ok;
+                Turn& next = turns[(i + 1) % threads];
+                if ((long long)r * threads + i + 1 < total) {
+                    std::lock_guard<std::mutex> lock(next.m);
+                    next.go = true;
+                    next.cv.notify_one();
+                }
+            }
+        });
+    }
+    {
+        std::lock_guard<std::mutex> lock(turns[0].m);
+        turns[0].go = true;
+        turns[0].cv.notify_one();
+    }
+    for (auto& w : workers) w.join();
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+    DRV(cuCtxPushCurrent(s.ctx));
+    std::vector<long long> final_values(N);
+    RT(cudaMemcpy(final_values.data(), s.a, N * sizeof(long long), cudaMemcpyDeviceToHost));
+    long long final_global = 0;
+    RT(cudaMemcpyFromSymbol(&final_global, probe_global, sizeof(long long)));
+    bool every = final_global == 1000 + K * total;
+    for (int i = 0; i < N; ++i) every &= final_values[i] == initial[i] + total;
+    std::printf("{\"threads\": %d, \"rounds\": %d, \"handoffs\": %lld, \"verified\": %lld, \"mismatches\": %lld, "
+                "\"final_ok\": %s, \"seconds\": %.6f, \"verified_per_s\": %.1f}\n",
+                threads, rounds, total, s.verified, s.mismatches, every ? "true" : "false", seconds,
+                s.verified / seconds);
+    return every && s.mismatches == 0 ? 0 : 1;
+}
