@@ -25,23 +25,9 @@
 
 #define N (1 << 13)  // migrate's ARRAY_LEN
 #define K 3          // migrate's GLOBAL_STEP
-#define BLOCK 1024   // VERIFY_THREADS
+#define BLOCK 1024   // VERIFY_THREADS: verify_and_update runs as one block of this size
 
-__device__ long long probe_global;
-
-__global__ void verify_and_update(long long* a, long long n, long long k, long long* out) {
-    __shared__ long long part[BLOCK];
-    long long s = 0;
-    for (long long i = threadIdx.x; i < n; i += blockDim.x) s += a[i];
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w /= 2) {
-        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) { out[0] = part[0]; out[1] = probe_global; probe_global += k; }
-    for (long long i = threadIdx.x; i < n; i += blockDim.x) a[i] += 1;
-}
+#include "../ctxlab/cuda/probe.cu"  // probe_global and verify_and_update: the kernel ctxlab's relay launches
 
 static void fail(const char* what, int code) {
     std::fprintf(stderr, "native_relay: %s failed (%d)\n", what, code);

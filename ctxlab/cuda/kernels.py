@@ -17,31 +17,12 @@ from ctxlab.cuda import driver as drv
 from ctxlab.cuda.environment import init_driver
 from ctxlab.cuda.errors import CudaError, check
 
-PROBE_SOURCE = r"""
-__device__ long long probe_global = 0;
+def probe_source() -> str:
+    """The probe's CUDA C (package data ``probe.cu``, also compiled into the native relay benchmark)."""
+    from importlib.resources import files
 
-extern "C" __global__ void add_to_global(long long k) { probe_global += k; }
+    return files("ctxlab.cuda").joinpath("probe.cu").read_text()
 
-extern "C" __global__ void read_through(const long long* p, long long* out) { *out = *p; }
-
-// One handoff in one launch (a single block): out[0] = the sum of a and out[1] = the
-// global as the previous thread left them, then every element +1 and the global +k.
-// out may be mapped host memory: the host reads it after the stream synchronises.
-extern "C" __global__ void verify_and_update(long long* a, long long n, long long k, long long* out) {
-    __shared__ long long part[1024];
-    long long s = 0;
-    for (long long i = threadIdx.x; i < n; i += blockDim.x) s += a[i];
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w /= 2) {
-        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) { out[0] = part[0]; out[1] = probe_global; probe_global += k; }
-    // every read above happened before the barriers: now change the array
-    for (long long i = threadIdx.x; i < n; i += blockDim.x) a[i] += 1;
-}
-"""
 
 VERIFY_THREADS = 1024  # verify_and_update runs as one block of this size
 
@@ -139,7 +120,7 @@ class ProbeModule:
         if ctx.none:
             raise CudaError("CUDA_ERROR_INVALID_CONTEXT", 201, "no context is current on this thread",
                             "ProbeModule.load")
-        cubin = compile_cubin(PROBE_SOURCE, "ctxlab_probe.cu", *_arch_of_current_context())
+        cubin = compile_cubin(probe_source(), "ctxlab_probe.cu", *_arch_of_current_context())
         module = check(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
         address, size = check(driver.cuModuleGetGlobal(module, b"probe_global"), "cuModuleGetGlobal")
         add_fn = check(driver.cuModuleGetFunction(module, b"add_to_global"), "cuModuleGetFunction")
