@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ctxlab.claim import Claim, hexed, one, select, silent_wrong, some, spread
+from ctxlab.claim import Claim, hexed, one, repeats, select, silent_wrong, some, spread
 from ctxlab.lab import Isolation, Lab, LabOptions, OptionError, Scenario, bounded
 
 NAME = "migrate"
@@ -105,8 +105,12 @@ def _facts_driver_without_context(obs):
 
 
 def _facts_cupy_pool(obs):
-    v = one(obs, "cupy pool block reused across contexts").value
-    return {**v, "reused": "reused" if v["same_block"] else "did not reuse"}
+    found = repeats(obs, "cupy pool block reused across contexts", "cupy-caches")
+    return {"runs": len(found),
+            "reused": spread("reused" if v["same_block"] else "did not reuse" for v in found),
+            "block_context_id": spread(v["block_context_id"] for v in found),
+            "current_context_id": spread(v["current_context_id"] for v in found),
+            "per_context_pool": spread(v["per_context_pool"] for v in found)}
 
 
 def _facts_cupy_kernels(obs):
@@ -167,9 +171,9 @@ CLAIMS = (
     Claim("migrate.cupy-pool-across-contexts",
           "CuPy's default memory pool under a context other than the primary one.", NO_DOC, "observation",
           ("cupy-caches",), _facts_cupy_pool,
-          "CuPy's default pool (per device) {reused} a block freed under a cuCtxCreate context for a caller in the "
-          "primary context: the new array belongs to context id {block_context_id}, the current one is "
-          "{current_context_id}; with a MemoryPool made under the primary context: {per_context_pool}"),
+          "over {runs} run(s), CuPy's default pool (per device) {reused} a block freed under a cuCtxCreate context for "
+          "a caller in the primary context: the new array belongs to context id {block_context_id}, the current one "
+          "is {current_context_id}; with a MemoryPool made under the primary context: {per_context_pool}"),
     Claim("migrate.cupy-kernel-cache-across-contexts",
           "CuPy's compiled-kernel cache when the current context changes.", NO_DOC, "observation",
           ("cupy-caches", "cupy-kernel-reverse"), _facts_cupy_kernels,

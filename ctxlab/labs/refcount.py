@@ -63,7 +63,8 @@ RUNTIME_VARIANTS = (
     ("runtime-bindings-only", ("cuda.bindings cudaSetDevice",)),
 )
 RUNTIME_SCENARIOS = tuple(name for name, _ in RUNTIME_VARIANTS)
-PAST_ZERO = ("runtime-1", "runtime-2")  # they hold an array, then release past zero and use it: undefined
+# They hold an array, then release past zero and use it: undefined behaviour, repeated.
+PAST_ZERO = ("runtime-1", "runtime-2", "runtime-array-only")
 
 
 def version_text(version: Any) -> str:
