@@ -134,11 +134,13 @@ class Tracer:
     function, which costs a Python call per API call (tens of times slower on small launches).
     """
 
-    def __init__(self, domains: Iterable[str] = ("driver", "runtime", "resource"), calls: str = "context"):
+    def __init__(self, domains: Iterable[str] = ("driver", "runtime", "resource"), calls: str = "context",
+                 unrecorded: Iterable[str] = ()):
         if calls not in CALL_SELECTIONS:
             raise ValueError(f"calls must be one of {CALL_SELECTIONS}, not {calls!r}")
         self.domains = tuple(domains)
         self.calls = calls
+        self.unrecorded = tuple(unrecorded)  # functions (cupti's callback id names) whose records CUPTI skips
         self.events: list[dict] = []  # everything recorded, in order (kept unless drained)
         self.stats = {"records": 0, "callbacks": 0, "flushes": 0}
         self._seq = itertools.count()
@@ -194,10 +196,20 @@ class Tracer:
                 if member.name not in ("INVALID", "SIZE", "FORCE_INT"):
                     cupti.enable_callback(1, self._subscriber, cupti.CallbackDomain.RUNTIME_API, member)
         _Activity.register(cupti)
+        self._record_switch(0)
         if "driver" in self.domains:
             cupti.activity_enable(cupti.ActivityKind.DRIVER)
         if "runtime" in self.domains:
             cupti.activity_enable(cupti.ActivityKind.RUNTIME)
+        self._record_switch(0)  # before or after enabling the kind: CUPTI's notes differ between versions
+
+    def _record_switch(self, enable: int) -> None:
+        cupti = self._cupti
+        for name in self.unrecorded:
+            if name in cupti.driver_api_trace_cbid.__members__:
+                cupti.activity_enable_driver_api(cupti.driver_api_trace_cbid[name], enable)
+            else:
+                cupti.activity_enable_runtime_api(cupti.runtime_api_trace_cbid[name], enable)
 
     def __exit__(self, *exc) -> None:
         self.close()
@@ -214,6 +226,10 @@ class Tracer:
                     cupti.activity_disable(kind)
                 except Exception:
                     pass
+            try:
+                self._record_switch(1)
+            except Exception:
+                pass
         if self._subscriber is not None:
             cupti.unsubscribe(self._subscriber)
             self._subscriber = None
@@ -537,5 +553,8 @@ def start_for_child() -> Tracer | None:
     """In a lab's child process with CTXLAB_TRACE=1: one tracer for the whole child."""
     global _active
     if _active is None and os.environ.get("CTXLAB_TRACE") == "1":
+        import atexit
+
         _active = Tracer().__enter__()
+        atexit.register(_active.close)  # stop CUPTI's buffers before the interpreter goes away
     return _active
