@@ -146,12 +146,33 @@ def test_records_become_events_with_exact_contexts_where_a_callback_saw_the_call
     assert later["context"] == 0x10 and later["seq"] == 6
 
 
+def seen(name, start, end, context, tid=101):
+    return {"context": context, "context_uid": 1 if context else 0, "name": name, "tid": tid, "start": start,
+            "end": end, "status": "CUDA_SUCCESS"}
+
+
 def test_a_callback_seen_before_its_record_waits_for_it():
-    t = fake_tracer(exact={("driver", 3): {"context": 0x10, "context_uid": 1}})
+    t = fake_tracer(exact={("driver", 3): seen("cuCtxSetCurrent", 32, 40, 0x10, tid=202)})
+    t._flushed = (41, 101)  # flushed by another thread just after the call: the record may still come
     assert t.drain() == []
-    t._take_rows([(4, 3, 32, 40, 101, 3, 0)])
+    t._take_rows([(4, 3, 32, 40, 202, 3, 0)])
     (event,) = t.drain()
-    assert event["context"] == 0x10 and "inferred" not in event
+    assert event["context"] == 0x10 and "inferred" not in event and "from" not in event
+
+
+def test_calls_only_a_callback_saw_are_events_of_their_own_nested_in_the_runtime_call():
+    # the driver calls the runtime makes inside cudaSetDevice get callbacks but no activity record
+    t = fake_tracer(exact={("driver", 7): seen("cuDevicePrimaryCtxRetain", 12, 30, 0),
+                           ("driver", 8): seen("cuCtxSetCurrent", 32, 40, 0x10)})
+    t._flushed = (60, 101)  # flushed by the same thread after the calls returned: settled
+    t._take_rows([(5, 1, 10, 50, 101, 1, 0)])
+    events = t.drain()
+    assert [(e["name"], e.get("from")) for e in events] == [("cudaSetDevice", None),
+                                                             ("cuDevicePrimaryCtxRetain", "callback"),
+                                                             ("cuCtxSetCurrent", "callback")]
+    assert events[0]["context"] == 0x10 and events[0]["inferred"]  # after its cuCtxSetCurrent
+    (tree,) = calls(events)
+    assert [c["name"] for c in tree["children"]] == ["cuDevicePrimaryCtxRetain", "cuCtxSetCurrent"]
 
 
 def test_runtime_names_lose_cuptis_version_suffix_and_queries_get_no_callback():

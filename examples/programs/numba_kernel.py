@@ -15,7 +15,8 @@ from numba import cuda
 
 def main(context_only: bool) -> int:
     ctx = cuda.current_context()  # creates or adopts the primary context of device 0
-    print(f"numba context: device {ctx.device.id}, handle {int(ctx.handle.value or 0):#x}")
+    handle = getattr(ctx.handle, "value", ctx.handle)  # a ctypes handle (old numba) or a cuda.bindings CUcontext
+    print(f"numba context: device {ctx.device.id}, handle {int(handle or 0):#x}")
     if context_only:
         return 0
     try:

@@ -165,8 +165,8 @@ print(json.dumps({"first": [e["name"] for e in first], "second": [e["name"] for 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=300)
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout.splitlines()[-1])
-    assert "cudaSetDevice" in got["first"] and "cudaSetDevice" not in got["second"]
-    assert "CONTEXT_CREATED" in got["first"]
+    assert "cudaSetDevice" in got["first"] and "CONTEXT_CREATED" in got["first"]
+    assert "CONTEXT_CREATED" not in got["second"] and "cuDevicePrimaryCtxRetain" not in got["second"]
     assert any(n.startswith("cuLaunchKernel") for n in got["second"])
     assert not any(n.startswith("cuLaunchKernel") for n in got["third"])
     assert any(s.startswith("cudaSetDevice > ") and "cuDevicePrimaryCtxRetain" in s for s in got["summary"])
