@@ -167,8 +167,10 @@ class Tracer:
         self._active = False
         self._lock = threading.Lock()
         self._rows: list[tuple] = []  # raw activity records, not yet turned into events
-        self._exact: dict[tuple, dict] = {}  # (domain, correlation) -> what a callback saw
-        self._entered: dict[tuple, int] = {}  # (domain, correlation) -> when the call began
+        # (domain, correlation) -> what callbacks saw: a list, because the driver calls the runtime makes
+        # inside one runtime call share that call's correlation id
+        self._exact: dict[tuple, list[dict]] = {}
+        self._entered: dict[int, list[int]] = {}  # OS thread id -> when its open calls began (innermost last)
         self._flushed: tuple[int, int] = (0, 0)  # (time of the last flush, the thread that asked)
         self._resources: list[dict] = []
         self._names: dict[int, str] = {}  # OS thread id -> Python thread name
@@ -310,19 +312,20 @@ class Tracer:
                 data = cupti.CallbackData.from_ptr(data)
             key = (kind, int(data.correlation_id))
             if int(data.callback_site) == 0:
-                self._entered[key] = cupti.get_timestamp()
+                self._entered.setdefault(tid, []).append(cupti.get_timestamp())
                 return
             end = cupti.get_timestamp()
+            opened = self._entered.get(tid)
             context, uid = int(data.context or 0), int(data.context_uid)
             if context:
                 self._uids[context] = uid
             seen = {"context": context, "context_uid": uid, "name": api_name(kind, data.function_name),
-                    "tid": tid, "start": self._entered.pop(key, end), "end": end}
+                    "tid": tid, "start": opened.pop() if opened else end, "end": end}
             if data.function_return_value:
                 seen["status"] = self._status_of(kind, ctypes.c_int.from_address(
                     int(data.function_return_value)).value)
             with self._lock:
-                self._exact[key] = seen
+                self._exact.setdefault(key, []).append(seen)
                 self.stats["callbacks"] += 1
         except Exception:  # a callback must never raise into the driver
             pass
@@ -377,7 +380,7 @@ class Tracer:
                 continue
             event = {"domain": kind, "name": self._function(kind, cbid), "tid": tid, "start": start, "end": end,
                      "correlation": corr, "status": self._status_of(kind, ret)}
-            seen = exact.pop((kind, corr), None)
+            seen = _take(exact, (kind, corr), event["name"])
             if seen is not None:
                 event["context"], event["context_uid"] = seen["context"], seen["context_uid"]
             events.append(event)
@@ -385,13 +388,18 @@ class Tracer:
         # (CUPTI records only the driver calls the program makes). A call is settled once it returned
         # before the flush: at once on the thread that flushed, with a margin on the others.
         flushed_at, flusher = self._flushed
-        for key, seen in list(exact.items()):
-            if final or (seen["tid"] == flusher and seen["end"] <= flushed_at) or seen["end"] < flushed_at - 2_000_000:
-                exact.pop(key, None)
+        for key, seens in list(exact.items()):
+            for seen in list(seens):
+                if not (final or (seen["tid"] == flusher and seen["end"] <= flushed_at)
+                        or seen["end"] < flushed_at - 2_000_000):
+                    continue
+                seens.remove(seen)
                 events.append({"domain": key[0], "name": seen["name"], "tid": seen["tid"], "start": seen["start"],
                                "end": seen["end"], "correlation": key[1], "status": seen.get("status"),
                                "context": seen["context"], "context_uid": seen["context_uid"],
                                "from": "callback"})
+            if not seens:
+                exact.pop(key, None)
         events.extend(resources)
         # the context each call had current when it returned: from the last call on its thread that
         # a callback saw; calls made before any such call see the thread's state as unknown (none)
@@ -412,6 +420,20 @@ class Tracer:
             e["thread"] = self._thread_name(e["tid"])
         with self._lock:
             self.events.extend(events)
+
+
+def _take(exact: dict, key: tuple, name: str) -> dict | None:
+    """The callback's view of the call an activity record describes (same correlation id and function)."""
+    seens = exact.get(key)
+    if not seens:
+        return None
+    for i, seen in enumerate(seens):
+        if seen["name"] == name:
+            del seens[i]
+            if not seens:
+                exact.pop(key, None)
+            return seen
+    return None
 
 
 def _status_name(kind: str, value: int) -> str:

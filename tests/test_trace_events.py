@@ -106,6 +106,12 @@ def test_current_spans_follow_the_context_each_call_returned_with():
     assert worker["start"] == 70 and worker["end"] == 71
 
 
+def seen(name, start, end, context, tid=101):
+    """What an exit callback keeps of a call."""
+    return {"context": context, "context_uid": 1 if context else 0, "name": name, "tid": tid, "start": start,
+            "end": end, "status": "CUDA_SUCCESS"}
+
+
 def fake_tracer(exact=None, resources=()):
     """A Tracer fed activity rows by hand: the function names and statuses are looked up in caches we fill."""
     t = Tracer()
@@ -116,14 +122,14 @@ def fake_tracer(exact=None, resources=()):
                  ("driver", 201): "CUDA_ERROR_INVALID_CONTEXT"}
     t._names = {101: "MainThread", 202: "worker"}
     t._name_threads = lambda: None
-    t._exact = dict(exact or {})
+    t._exact = {k: list(v) for k, v in (exact or {}).items()}
     t._resources = list(resources)
     return t
 
 
 def test_records_become_events_with_exact_contexts_where_a_callback_saw_the_call_and_the_threads_elsewhere():
-    t = fake_tracer(exact={("driver", 3): {"context": 0x10, "context_uid": 1},
-                           ("driver", 2): {"context": 0, "context_uid": 0}},
+    t = fake_tracer(exact={("driver", 3): [seen("cuCtxSetCurrent", 33, 39, 0x10)],
+                           ("driver", 2): [seen("cuDevicePrimaryCtxRetain", 13, 29, 0)]},
                     resources=[{"domain": "resource", "name": "CONTEXT_CREATED", "context": 0x10, "context_uid": 1,
                                 "tid": 101, "start": 20}])
     # (kind, cbid, start, end, tid, correlation, return value): CUPTI's order, not the calls'
@@ -146,13 +152,8 @@ def test_records_become_events_with_exact_contexts_where_a_callback_saw_the_call
     assert later["context"] == 0x10 and later["seq"] == 6
 
 
-def seen(name, start, end, context, tid=101):
-    return {"context": context, "context_uid": 1 if context else 0, "name": name, "tid": tid, "start": start,
-            "end": end, "status": "CUDA_SUCCESS"}
-
-
 def test_a_callback_seen_before_its_record_waits_for_it():
-    t = fake_tracer(exact={("driver", 3): seen("cuCtxSetCurrent", 32, 40, 0x10, tid=202)})
+    t = fake_tracer(exact={("driver", 3): [seen("cuCtxSetCurrent", 32, 40, 0x10, tid=202)]})
     t._flushed = (41, 101)  # flushed by another thread just after the call: the record may still come
     assert t.drain() == []
     t._take_rows([(4, 3, 32, 40, 202, 3, 0)])
@@ -162,8 +163,9 @@ def test_a_callback_seen_before_its_record_waits_for_it():
 
 def test_calls_only_a_callback_saw_are_events_of_their_own_nested_in_the_runtime_call():
     # the driver calls the runtime makes inside cudaSetDevice get callbacks but no activity record
-    t = fake_tracer(exact={("driver", 7): seen("cuDevicePrimaryCtxRetain", 12, 30, 0),
-                           ("driver", 8): seen("cuCtxSetCurrent", 32, 40, 0x10)})
+    # ... and share the runtime call's correlation id
+    t = fake_tracer(exact={("driver", 1): [seen("cuDevicePrimaryCtxRetain", 12, 30, 0),
+                                           seen("cuCtxSetCurrent", 32, 40, 0x10)]})
     t._flushed = (60, 101)  # flushed by the same thread after the calls returned: settled
     t._take_rows([(5, 1, 10, 50, 101, 1, 0)])
     events = t.drain()
@@ -191,3 +193,32 @@ def test_a_tracer_selection_is_checked():
 
     with pytest.raises(ValueError):
         Tracer(calls="some")
+
+
+def test_callbacks_of_calls_that_share_a_correlation_id_stay_apart():
+    """What the exit callbacks of two driver calls made inside one runtime call keep (CUPTI gives both the
+    runtime call's correlation id): two calls, each with its own times and context."""
+    import threading
+    from types import SimpleNamespace
+
+    clock = iter(range(100, 200, 10))
+    fake = SimpleNamespace(get_timestamp=lambda: next(clock))
+    t = fake_tracer()
+    t._cupti = fake
+    t._domain_names = {1: "driver", 2: "runtime", 3: "resource"}
+    tid = threading.get_native_id()
+    t._names[tid] = "MainThread"
+
+    def data(name, site, context):
+        return SimpleNamespace(callback_site=site, correlation_id=1, context=context, context_uid=1 if context else 0,
+                               function_name=name, function_return_value=0)
+
+    for name, context in (("cuDevicePrimaryCtxRetain", 0), ("cuCtxSetCurrent", 0x10)):
+        t._callback(None, 1, 0, data(name, 0, 0))
+        t._callback(None, 1, 0, data(name, 1, context))
+    t._flushed = (1000, tid)
+    t._take_rows([(5, 1, 90, 200, tid, 1, 0)])
+    events = t.drain()
+    assert [(e["name"], e["start"], e["end"], e["context"]) for e in events] == [
+        ("cudaSetDevice", 90, 200, 0x10), ("cuDevicePrimaryCtxRetain", 100, 110, 0), ("cuCtxSetCurrent", 120, 130, 0x10)]
+    assert t.stats["callbacks"] == 2
