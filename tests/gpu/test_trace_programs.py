@@ -166,7 +166,7 @@ print(json.dumps({"first": [e["name"] for e in first], "second": [e["name"] for 
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout.splitlines()[-1])
     assert "cudaSetDevice" in got["first"] and "CONTEXT_CREATED" in got["first"]
-    assert "CONTEXT_CREATED" not in got["second"] and "cuDevicePrimaryCtxRetain" not in got["second"]
+    assert "CONTEXT_CREATED" not in got["second"]
     assert any(n.startswith("cuLaunchKernel") for n in got["second"])
     assert not any(n.startswith("cuLaunchKernel") for n in got["third"])
     assert any(s.startswith("cudaSetDevice") and " > " in s and "cuDevicePrimaryCtxRetain" in s
