@@ -291,7 +291,10 @@ class Tracer:
             kind = self._domain_names.get(domain)
             tid = threading.get_native_id()
             if tid not in self._names:
-                self._names[tid] = threading.current_thread().name
+                current = threading.current_thread()
+                # a thread Python did not start (a library's worker) is a "Dummy-N" to threading: its OS name
+                self._names[tid] = _os_thread_name(tid) if isinstance(current, threading._DummyThread) \
+                    else current.name
             cupti = self._cupti
             if kind == "resource":
                 if isinstance(data, int):
@@ -301,7 +304,9 @@ class Tracer:
                          "tid": tid, "start": cupti.get_timestamp()}
                 if context:
                     try:
-                        event["context_uid"] = self._uids.setdefault(context, int(cupti.get_context_id(context)))
+                        uid = self._uids.get(context) or int(cupti.get_context_id(context))
+                        if uid:  # 0 while the context is still being made
+                            self._uids[context] = event["context_uid"] = uid
                     except Exception:
                         pass
                 with self._lock:
@@ -317,7 +322,7 @@ class Tracer:
             end = cupti.get_timestamp()
             opened = self._entered.get(tid)
             context, uid = int(data.context or 0), int(data.context_uid)
-            if context:
+            if context and uid:
                 self._uids[context] = uid
             seen = {"context": context, "context_uid": uid, "name": api_name(kind, data.function_name),
                     "tid": tid, "start": opened.pop() if opened else end, "end": end}
@@ -338,12 +343,7 @@ class Tracer:
     def _thread_name(self, tid: int) -> str:
         name = self._names.get(tid)
         if name is None:
-            try:  # a thread Python did not start (a library's worker): its OS name
-                with open(f"/proc/self/task/{tid}/comm") as handle:
-                    name = f"{handle.read().strip()} ({tid})"
-            except OSError:
-                name = f"thread {tid}"
-            self._names[tid] = name
+            name = self._names[tid] = _os_thread_name(tid)
         return name
 
     def _function(self, kind: str, cbid: int) -> str:
@@ -416,10 +416,21 @@ class Tracer:
                 e["inferred"] = True
         events.sort(key=lambda e: (e["start"], -e.get("end", e["start"])))
         for e in events:
+            if e.get("context") and not e.get("context_uid") and self._uids.get(e["context"]):
+                e["context_uid"] = self._uids[e["context"]]  # seen as 0 while the context was being made
             e["seq"] = next(self._seq)
             e["thread"] = self._thread_name(e["tid"])
         with self._lock:
             self.events.extend(events)
+
+
+def _os_thread_name(tid: int) -> str:
+    """A thread Python did not start, by its OS name and id (while it lives), else by its id."""
+    try:
+        with open(f"/proc/self/task/{tid}/comm") as handle:
+            return f"{handle.read().strip()} ({tid})"
+    except OSError:
+        return f"thread {tid}"
 
 
 def _take(exact: dict, key: tuple, name: str) -> dict | None:

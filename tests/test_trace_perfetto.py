@@ -110,3 +110,13 @@ def test_cli_render_writes_perfetto_json():
     assert doc["otherData"]["program"] == "prog.py"
     raw = json.loads(render(EVENTS, "json", "prog.py", stats={"records": 7}))
     assert raw["schema"] == "ctxlab-trace/2" and raw["stats"] == {"records": 7} and len(raw["events"]) == len(EVENTS)
+
+
+def test_a_context_id_seen_as_0_while_the_context_was_made_is_named_by_the_later_one():
+    early = [dict(e, context_uid=0) if e["name"] in ("CONTEXT_CREATED", "cuCtxSetCurrent") and e["thread"] == "MainThread"
+             else e for e in EVENTS]
+    doc = to_perfetto(early)
+    names = [e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"]
+    assert "context 1 (0xa0)" in names
+    created = next(e for e in doc["traceEvents"] if e["ph"] == "i")
+    assert created["args"]["context_id"] == 1

@@ -19,9 +19,20 @@ def _us(ns: int, t0: int) -> float:
     return round((ns - t0) / 1000.0, 3)
 
 
+def context_ids(events: list[dict]) -> dict[int, list[int]]:
+    """The CUPTI context ids seen for each context handle (0, seen while a context is being made, left out)."""
+    out: dict[int, list[int]] = {}
+    for e in events:
+        handle, uid = e.get("context"), e.get("context_uid")
+        if handle and uid and uid not in out.setdefault(handle, []):
+            out[handle].append(uid)
+    return out
+
+
 def to_perfetto(events: list[dict], program: str = "") -> dict:
     """Trace-event JSON (as a dict) from the tracer's events (those with start and end times)."""
     timed = [e for e in events if "start" in e and "site" not in e]
+    ids = context_ids(timed)
     t0 = min((e["start"] for e in timed), default=0)
     out: list[dict] = [{"ph": "M", "name": "process_name", "pid": HOST_PID, "tid": 0,
                         "args": {"name": f"host threads: {program}" if program else "host threads"}},
@@ -40,8 +51,10 @@ def to_perfetto(events: list[dict], program: str = "") -> dict:
         args = {}
         if e.get("context"):
             args["context"] = f"{e['context']:#x}"
-        if e.get("context_uid") is not None and e.get("context"):
-            args["context_id"] = e["context_uid"]
+        if e.get("context"):
+            uid = e.get("context_uid") or (ids.get(e["context"]) or [None])[0]
+            if uid:
+                args["context_id"] = uid
         if e["domain"] == "resource":
             out.append({"ph": "i", "s": "t", "name": e["name"], "cat": "resource", "pid": HOST_PID, "tid": tid,
                         "ts": _us(e["start"], t0), "args": args})
@@ -60,8 +73,8 @@ def to_perfetto(events: list[dict], program: str = "") -> dict:
         if handle not in contexts:
             contexts[handle] = CONTEXT_PID0 + len(contexts)
             pid = contexts[handle]
-            uid = span.get("context_uid")
-            name = f"context {uid} ({handle:#x})" if uid else f"context {handle:#x}"
+            known = ids.get(handle, [])  # a handle made again after a destroy gets a new id
+            name = f"context {', '.join(map(str, known))} ({handle:#x})" if known else f"context {handle:#x}"
             out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
             out.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
                         "args": {"sort_index": len(contexts)}})
@@ -74,7 +87,8 @@ def to_perfetto(events: list[dict], program: str = "") -> dict:
         out.append({"ph": "X", "name": f"current on {span['thread']}", "cat": "context", "pid": pid,
                     "tid": ctx_tids[key], "ts": _us(span["start"], t0),
                     "dur": max(_us(span["end"], t0) - _us(span["start"], t0), 0.001),
-                    "args": {"context": f"{handle:#x}", "context_id": span.get("context_uid"),
+                    "args": {"context": f"{handle:#x}",
+                             "context_id": span.get("context_uid") or (ids.get(handle) or [None])[0],
                              "thread": span["thread"]}})
     return {"traceEvents": out, "displayTimeUnit": "ns",
             "otherData": {"schema": "ctxlab-perfetto/1", "program": program, "clock": "CUPTI timestamp, from the "
