@@ -304,7 +304,7 @@ def lifecycle(device, trace, fmt, output):
 @click.option("--calls", "calls_mode", type=click.Choice(["context", "all"]), default="context", show_default=True,
               help="What gets a Python callback. context: the functions that make, bind or load into a context, "
                    "and the resource events; every other call is recorded by CUPTI's activity buffers and shows the "
-                   "context its thread had current (cheap: see labs/trace.md). all: every driver and "
+                   "context its thread had current (cheap: 1.05x on small CuPy launches on an H200). all: every driver and "
                    "runtime call, for its exact context handle; costs a Python call per API call (tens of times "
                    "slower on small launches).")
 @click.option("--thread", "thread_name", default=None, help="Show only the host thread with this name.")
