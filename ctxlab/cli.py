@@ -304,9 +304,10 @@ def lifecycle(device, trace, fmt, output):
 @click.option("--calls", "calls_mode", type=click.Choice(["context", "all"]), default="context", show_default=True,
               help="What gets a Python callback. context: the functions that make, bind or load into a context, "
                    "and the resource events; every other call is recorded by CUPTI's activity buffers and shows the "
-                   "context its thread had current (cheap: 1.05x on small CuPy launches on an H200). all: every driver and "
-                   "runtime call, for its exact context handle; costs a Python call per API call (tens of times "
-                   "slower on small launches).")
+                   "context its thread had current (cheap: 1.05x on small CuPy launches on an H200); of the driver "
+                   "calls the runtime makes inside its own calls, only those functions are seen. all: every driver "
+                   "and runtime call, the runtime's queries beneath its calls too, each with its exact context "
+                   "handle; costs a Python call per API call (tens of times slower on small launches).")
 @click.option("--thread", "thread_name", default=None, help="Show only the host thread with this name.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "perfetto"]), default="table", show_default=True,
               help="A tree per thread, the ordered calls as JSON, or Chrome/Perfetto trace-event JSON (open it in "
