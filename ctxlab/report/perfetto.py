@@ -64,7 +64,8 @@ def to_perfetto(events: list[dict], program: str = "") -> dict:
         if e.get("inferred"):
             args["context_from"] = "the thread's last context call"
         out.append({"ph": "X", "name": e["name"], "cat": e["domain"], "pid": HOST_PID, "tid": tid,
-                    "ts": _us(e["start"], t0), "dur": max(_us(e.get("end", e["start"]), t0) - _us(e["start"], t0), 0.001),
+                    "ts": _us(e["start"], t0),
+                    "dur": max(_us(e.get("end", e["start"]), t0) - _us(e["start"], t0), 0.001),
                     "args": args})
     contexts: dict[int, int] = {}
     ctx_tids: dict[tuple[int, str], int] = {}

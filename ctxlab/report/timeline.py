@@ -130,9 +130,8 @@ def scenario_svg(name: str, observations: list[Observation]) -> str:
 def render_run(run: LabResult) -> str:
     env = run.environment or {}
     driver = env.get("driver_version")
-    meta = ", ".join(x for x in (str(env.get("gpu") or ""),
-                                 f"driver CUDA {driver // 1000}.{driver % 1000 // 10}" if isinstance(driver, int) else "",
-                                 f"recorded {run.started}") if x)
+    cuda = f"driver CUDA {driver // 1000}.{driver % 1000 // 10}" if isinstance(driver, int) else ""
+    meta = ", ".join(x for x in (str(env.get("gpu") or ""), cuda, f"recorded {run.started}") if x)
     out = [f'<section class="run" data-lab="{html.escape(run.lab)}"><h1>ctxlab {html.escape(run.lab)}</h1>'
            f'<p class="meta">{html.escape(meta)}. A lane per host thread, a cell per recorded step in the order '
            f'recorded, coloured by the context the thread had current (ids are per scenario: each scenario ran '
