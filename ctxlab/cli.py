@@ -212,12 +212,23 @@ def _print_doctor(report: dict) -> None:
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @output_options
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write a self-contained HTML page: a timeline of threads by contexts, step by step.")
 @domain_errors
-def show(file: str, fmt: str, output: str | None):
+def show(file: str, fmt: str, output: str | None, html_path: str | None):
     """Render a recorded result FILE (JSON, schema ctxlab/1) as a report."""
     from ctxlab.record import load_runs
 
     runs = load_runs(file)
+    if html_path:
+        from ctxlab.record import atomic_write, check_writable
+        from ctxlab.report.timeline import render_html
+
+        check_writable(html_path)
+        atomic_write(html_path, render_html(runs))
+        say(f"wrote the timeline to {html_path}")
+        if not output and fmt == "table":
+            return
     emit(runs, fmt, output)
 
 
@@ -296,26 +307,38 @@ def lifecycle(fmt, output, **common):
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--only", type=click.Choice(["context", "all"]), default="context", show_default=True,
-              help="context: only calls that touch contexts and modules (cuCtx*, cuDevicePrimaryCtx*, cuModule*, "
-                   "cuLibrary*, cuKernel*) and resource events; all: every call.")
+              help="For the table: context shows only calls that touch contexts and modules (cuCtx*, "
+                   "cuDevicePrimaryCtx*, cuModule*, cuLibrary*, cuKernel*) and resource events; all: every call. "
+                   "JSON and Perfetto output always hold every call.")
+@click.option("--calls", "calls_mode", type=click.Choice(["context", "all"]), default="context", show_default=True,
+              help="What gets a Python callback. context: the functions that make, bind or load into a context, "
+                   "and the resource events; every other call is recorded by CUPTI's activity buffers and shows the "
+                   "context its thread had current (cheap: 1.05x on small CuPy launches on an H200); of the driver "
+                   "calls the runtime makes inside its own calls, only those functions are seen. all: every driver "
+                   "and runtime call, the runtime's queries beneath its calls too, each with its exact context "
+                   "handle; costs a Python call per API call (tens of times slower on small launches).")
 @click.option("--thread", "thread_name", default=None, help="Show only the host thread with this name.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="A tree per thread, or the raw ordered events as JSON.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "perfetto"]), default="table", show_default=True,
+              help="A tree per thread, the ordered calls as JSON, or Chrome/Perfetto trace-event JSON (open it in "
+                   "ui.perfetto.dev or chrome://tracing: a track per thread, a track per context).")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
-              help="Write the trace here instead of standard output.")
+              help="Write the trace here (atomically) instead of standard output.")
 @click.option("-c", "code", default=None, help="Trace this Python code.")
 @click.option("-m", "module", default=None, help="Trace this module, run as a script (like python -m).")
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @domain_errors
-def trace(only, thread_name, fmt, output, code, module, script_args):
+def trace(only, calls_mode, thread_name, fmt, output, code, module, script_args):
     """Run a Python program under CUPTI and show the driver calls beneath its runtime calls.
 
     \b
       ctxlab trace --only context -- examples/first_context.py [ARGS]
       ctxlab trace -c "import cupy; cupy.arange(3).sum()"
-      ctxlab trace -m mypackage.tool [ARGS]
+      ctxlab trace --format perfetto -o trace.json -m mypackage.tool [ARGS]
 
-    The program's own output and exit status pass through; the trace follows it.
+    The program's own output and exit status pass through; the trace follows it,
+    and a line on standard error says how many calls were recorded and how long
+    the program ran. The program picks its GPUs itself: every context on every
+    device is traced.
     """
     from ctxlab.trace import TraceUnavailable
     from ctxlab.tracing_cli import run_traced
@@ -329,7 +352,7 @@ def trace(only, thread_name, fmt, output, code, module, script_args):
         check_writable(output)
     try:
         status = run_traced(code=code, module=module, argv=list(script_args), only=only, thread=thread_name,
-                            fmt=fmt, output=output, echo=click.echo)
+                            fmt=fmt, output=output, echo=click.echo, calls_mode=calls_mode, err=say)
     except TraceUnavailable as exc:
         raise CtxlabError(str(exc)) from None
     except FileNotFoundError as exc:

@@ -6,7 +6,10 @@ import json
 import os
 import runpy
 import sys
+import time
 import traceback
+
+TRACE_FORMATS = ("table", "json", "perfetto")
 
 
 def _run_program(code, module, argv) -> int:
@@ -39,28 +42,53 @@ def _run_program(code, module, argv) -> int:
         sys.argv = saved
 
 
-def run_traced(code, module, argv, only, thread, fmt, output, echo) -> int:
+def render(events: list[dict], fmt: str, program: str, only: str = "context", calls_mode: str = "context",
+           stats: dict | None = None) -> str:
+    """The trace as text: a tree per thread (``only`` filters it), the events as JSON, or Perfetto JSON."""
+    from ctxlab.trace import calls, only_context, render_tree
+
+    if fmt == "json":
+        return json.dumps({"schema": "ctxlab-trace/2", "program": program, "calls": calls_mode,
+                           "stats": stats or {}, "events": events}, indent=1) + "\n"
+    if fmt == "perfetto":
+        from ctxlab.report.perfetto import to_perfetto
+
+        return json.dumps(to_perfetto(events, program=program)) + "\n"
+    tree = calls(events)
+    if only == "context":
+        tree = only_context(tree)
+    return render_tree(tree)
+
+
+def run_traced(code, module, argv, only, thread, fmt, output, echo, calls_mode: str = "context",
+               err=None) -> int:
     from ctxlab.record import atomic_write
-    from ctxlab.trace import Tracer, calls, only_context, render_tree
+    from ctxlab.trace import Tracer
 
     if code is None and module is None and argv and not os.path.isfile(argv[0]):
         raise FileNotFoundError(2, "No such file", argv[0])
-    with Tracer() as tracer:
+    program = code or module or argv[0]
+    t0 = time.perf_counter()
+    with Tracer(calls=calls_mode) as tracer:
+        t1 = time.perf_counter()
         status = _run_program(code, module, argv)
+        t2 = time.perf_counter()
+    t3 = time.perf_counter()
     events = tracer.events
     if thread:
         events = [e for e in events if e.get("thread") == thread]
-    if fmt == "json":
-        text = json.dumps({"schema": "ctxlab-trace/1", "program": code or module or argv[0], "events": events},
-                          indent=1) + "\n"
-    else:
-        tree = calls(events)
-        if only == "context":
-            tree = only_context(tree)
-        text = render_tree(tree)
+    stats = {**tracer.stats, "program_seconds": round(t2 - t1, 6), "start_seconds": round(t1 - t0, 6),
+             "finish_seconds": round(t3 - t2, 6),
+             "api_calls": sum(e["domain"] != "resource" for e in tracer.events),
+             "resource_events": sum(e["domain"] == "resource" for e in tracer.events)}
+    text = render(events, fmt, program, only=only, calls_mode=calls_mode, stats=stats)
+    sys.stdout.flush()
     if output:
         atomic_write(output, text)
     else:
-        sys.stdout.flush()
         echo(text, nl=False)
+    if err is not None:
+        err(f"ctxlab trace: {stats['api_calls']} API calls ({stats['callbacks']} through Python callbacks), "
+            f"{stats['resource_events']} resource events; the program ran {stats['program_seconds']:.3f} s, "
+            f"collecting the records took {stats['finish_seconds']:.3f} s after it")
     return status

@@ -43,3 +43,38 @@ def test_rendering_the_recorded_trace():
     text = render_tree(tree())
     assert text.startswith("thread MainThread\n")
     assert "    [CONTEXT_CREATED]  ctx 0x" in text
+
+
+# ---------------------------------------------------------------- Tracer 2.0's records from the H200
+
+def test_the_recorded_perfetto_traces_have_their_tracks():
+    from tests.test_trace_perfetto import check_perfetto
+
+    for name, threads in (("first_context.perfetto.json", {"MainThread", "worker"}),
+                          ("torch_train_step.perfetto.json", {"MainThread", "torch-worker"})):
+        doc = recorded(name)
+        check_perfetto(doc)
+        named = {e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"
+                 and e["pid"] == 1}
+        assert threads <= named, (name, named)
+        contexts = {e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"
+                    and e["args"]["name"].startswith("context ")}
+        assert len(contexts) == 1, contexts  # one primary context, current on the threads that used it
+        holders = {e["args"]["thread"] for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "context"}
+        assert threads <= holders
+
+
+def test_the_recorded_overhead_is_within_the_goal():
+    default, every = recorded("trace_overhead.json"), recorded("trace_overhead-calls-all.json")
+    assert default["calls"] == "context" and default["ratio"] <= 1.5
+    assert default["callbacks_per_run"] < 10 <= default["records_per_run"]  # records, not Python calls
+    assert every["calls"] == "all" and every["ratio"] > default["ratio"]
+
+
+def test_the_default_selection_sees_the_context_calls_beneath_runtime_calls_by_their_callbacks():
+    events = recorded("first_context.trace.json")["events"]
+    threads = by_thread(calls(events))
+    set_device = next(c for c in threads["MainThread"] if c["name"] == "cudaSetDevice")
+    assert [c.get("from") for c in set_device["children"] if c["domain"] == "driver"] == ["callback"] * 2
+    launches = [c for c in threads["worker"] if c["name"].startswith("cuLaunchKernel")]
+    assert launches and all(c.get("inferred") and c["context"] == set_device["context"] for c in launches)

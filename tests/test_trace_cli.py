@@ -1,0 +1,49 @@
+"""The trace command's options and the overhead benchmark's command line, without a GPU."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from ctxlab.cli import cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "benchmarks", "trace_overhead.py")
+ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def test_trace_help_names_the_formats_and_what_calls_all_costs():
+    result = CliRunner().invoke(cli, ["trace", "--help"])
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "perfetto" in text and "--calls [context|all]" in text
+    assert "tens of times slower" in text
+
+
+def test_trace_rejects_an_unknown_selection_or_format():
+    assert CliRunner().invoke(cli, ["trace", "--calls", "some", "-c", "pass"]).exit_code == 2
+    assert CliRunner().invoke(cli, ["trace", "--format", "svg", "-c", "pass"]).exit_code == 2
+
+
+@pytest.mark.parametrize("args", [["--launches", "-5"], ["--launches", "0"], ["--repeats", "-1"]])
+def test_the_benchmark_rejects_counts_below_one(args):
+    done = subprocess.run([sys.executable, BENCH, *args], capture_output=True, text=True, env=ENV, timeout=60)
+    assert done.returncode == 2 and "at least 1" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.nogpu
+def test_the_benchmark_without_a_gpu_says_why_in_one_line():
+    done = subprocess.run([sys.executable, BENCH, "--launches", "10"], capture_output=True, text=True, env=ENV,
+                          timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert done.stderr.startswith("trace_overhead: cannot measure here:")
+
+
+@pytest.mark.nogpu
+def test_trace_as_perfetto_without_a_gpu_says_why_and_exits_2(tmp_path):
+    result = CliRunner().invoke(cli, ["trace", "--format", "perfetto", "-o", str(tmp_path / "t.json"), "-c", "pass"])
+    assert result.exit_code == 2 and result.output.startswith("Error:")
+    assert not (tmp_path / "t.json").exists()
