@@ -78,11 +78,11 @@ def main() -> None:
         report = measure(args.launches, args.repeats, args.calls)
     except (NoGpu, BadDevice, TraceUnavailable, ImportError) as exc:
         print(f"trace_overhead: cannot measure here: {exc}", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(2) from None
     except Exception as exc:  # CuPy's own "no CUDA device" errors and the like
         if "CUDA" in type(exc).__name__ or "cuda" in str(exc).lower():
             print(f"trace_overhead: cannot measure here: {type(exc).__name__}: {exc}", file=sys.stderr)
-            raise SystemExit(2)
+            raise SystemExit(2) from None
         raise
     print(f"untraced {report['untraced_us_per_launch']:.2f} us/launch, traced ({args.calls}) "
           f"{report['traced_us_per_launch']:.2f} us/launch: {report['ratio']:.2f}x "

@@ -256,7 +256,8 @@ def run_lab(name: str, fmt: str, output: str | None, on_progress=None, **options
 @click.option("--rounds", "-r", type=click.IntRange(1, 1_000_000), default=3, show_default=True,
               help="How many times the context goes round all threads.")
 @click.option("--context", "context", type=click.Choice(["primary", "created", "both"]), default="both",
-              show_default=True, help="Which context travels: the runtime's primary one, one from cuCtxCreate, or both.")
+              show_default=True,
+              help="Which context travels: the runtime's primary one, one from cuCtxCreate, or both.")
 @click.option("--timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
               help="Seconds a single handoff may take before the run stops, naming the thread and step.")
 @lab_options
@@ -451,9 +452,9 @@ def check(devices, only, timeout, jobs, repeats, json_path, junit_path, markdown
     environment problems such as no GPU.
     """
     import ctxlab.api
-    from ctxlab.suite import drift, drift_line, profile_lines, progress_line, select_labs, summary_markdown
     from ctxlab.record import atomic_write, check_writable, dumps, load_runs
     from ctxlab.report import render
+    from ctxlab.suite import drift, drift_line, profile_lines, progress_line, select_labs, summary_markdown
 
     try:
         names = select_labs(only)

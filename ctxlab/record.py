@@ -53,7 +53,7 @@ class Observation:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Observation":
+    def from_dict(cls, data: dict) -> Observation:
         return cls(step=data["step"], thread=data["thread"], context_id=data.get("context_id"),
                    what=data["what"], value=data.get("value"), context=data.get("context"),
                    scenario=data.get("scenario"), round=data.get("round"),
@@ -83,7 +83,7 @@ class ClaimResult:
                 "verdict": self.verdict, "evidence": self.evidence}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "ClaimResult":
+    def from_dict(cls, data: dict) -> ClaimResult:
         """Read back what ``to_dict`` wrote."""
         return cls(**{k: data[k] for k in ("id", "statement", "source", "verdict", "evidence")},
                    kind=data.get("kind", "observation"))
@@ -132,7 +132,7 @@ class LabResult:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict) -> "LabResult":
+    def from_dict(cls, data: dict) -> LabResult:
         return cls(lab=data["lab"], started=data["started"], seconds=float(data["seconds"]),
                    environment=dict(data["environment"]), options=dict(data.get("options", {})),
                    observations=tuple(Observation.from_dict(o) for o in data["observations"]),

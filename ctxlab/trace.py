@@ -27,7 +27,7 @@ import itertools
 import os
 import re
 import threading
-from typing import Iterable
+from collections.abc import Iterable
 
 CONTEXT_PREFIXES = ("cuCtx", "cuDevicePrimaryCtx", "cuModule", "cuLibrary", "cuKernel", "cuGreenCtx")
 
@@ -95,7 +95,7 @@ class _Activity:
     """CUPTI allows one pair of buffer callbacks per process: registered once, feeding the active tracer."""
 
     registered = False
-    sink: "Tracer | None" = None
+    sink: Tracer | None = None
     lock = threading.Lock()
 
     @classmethod
@@ -141,7 +141,7 @@ def _rows(activities) -> list[tuple]:
 
         block = np.frombuffer(ctypes.string_at(first, len(api) * size), dtype=cupti.activity_api_dtype)
         return list(zip(*(block[f].tolist() for f in ("kind", "cbid", "start", "end", "thread_id",
-                                                       "correlation_id", "return_value"))))
+                                                       "correlation_id", "return_value")), strict=True))
     return [(int(a.kind), a.cbid, a.start, a.end, a.thread_id, a.correlation_id, a.return_value) for a in api]
 
 
@@ -180,7 +180,7 @@ class Tracer:
         self._status: dict[tuple[str, int], str] = {}
 
     # ---- lifetime
-    def __enter__(self) -> "Tracer":
+    def __enter__(self) -> Tracer:
         cupti = require_cupti()
         self._cupti = cupti
         self._domain_names = {int(cupti.CallbackDomain.DRIVER_API): "driver",
@@ -289,6 +289,8 @@ class Tracer:
         try:
             domain = int(domain)
             kind = self._domain_names.get(domain)
+            if kind is None:  # a domain never subscribed: nothing to record
+                return
             tid = threading.get_native_id()
             if tid not in self._names:
                 current = threading.current_thread()

@@ -12,6 +12,14 @@ import traceback
 TRACE_FORMATS = ("table", "json", "perfetto")
 
 
+def _shown_path(path: str) -> str:
+    """A script's path as the trace records it: relative to the working directory when it lies below it."""
+    import os
+
+    full = os.path.abspath(path)
+    return os.path.relpath(full) if full.startswith(os.getcwd() + os.sep) else path
+
+
 def _run_program(code, module, argv) -> int:
     """Run the program as ``python`` would; return its exit status."""
     saved = sys.argv[:]
@@ -67,7 +75,7 @@ def run_traced(code, module, argv, only, thread, fmt, output, echo, calls_mode: 
 
     if code is None and module is None and argv and not os.path.isfile(argv[0]):
         raise FileNotFoundError(2, "No such file", argv[0])
-    program = code or module or argv[0]
+    program = code or module or _shown_path(argv[0])
     t0 = time.perf_counter()
     with Tracer(calls=calls_mode) as tracer:
         t1 = time.perf_counter()

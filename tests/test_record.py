@@ -2,8 +2,16 @@ import json
 
 import pytest
 
-from ctxlab.record import (ClaimResult, LabResult, Observation, ResultFileError, atomic_write, check_writable,
-                           dumps, load_runs)
+from ctxlab.record import (
+    ClaimResult,
+    LabResult,
+    Observation,
+    ResultFileError,
+    atomic_write,
+    check_writable,
+    dumps,
+    load_runs,
+)
 
 
 def sample(lab="demo", verdict="holds") -> LabResult:

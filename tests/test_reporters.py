@@ -48,15 +48,15 @@ def test_markdown_has_claims_and_timeline():
 
 
 def test_a_labs_step_table_shows_its_fields_as_columns():
-    from ctxlab.record import parse_runs
-    from tests.conftest import recorded
-
     import dataclasses
 
     from ctxlab.labs import get_lab
+    from ctxlab.record import parse_runs
+    from tests.conftest import recorded
 
     # The step table comes from the record's own views (a report never imports the labs).
-    runs = [dataclasses.replace(r, views=dict(get_lab("refcount").views)) for r in parse_runs(recorded("refcount.json"))]
+    views = dict(get_lab("refcount").views)
+    runs = [dataclasses.replace(r, views=views) for r in parse_runs(recorded("refcount.json"))]
     table = render(runs, "table", width=200)
     assert "refcount: state" in table and "lab retains" in table and "pointer status" in table
     assert "refcount: timeline" in table  # what the step table does not cover still shows

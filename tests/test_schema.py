@@ -59,7 +59,11 @@ OTHER_KINDS = {
     "doctor report (ctxlab doctor --format json)":
         lambda d: {"ctxlab", "python", "driver", "cupy", "cuda_bindings", "missing"} <= d.keys(),
     "trace (ctxlab trace, schema ctxlab-trace/1)":
-        lambda d: d.get("schema") == "ctxlab-trace/1" and {"program", "events"} <= d.keys(),
+        lambda d: d.get("schema") in ("ctxlab-trace/1", "ctxlab-trace/2") and {"program", "events"} <= d.keys(),
+    "Perfetto / Chrome trace-event JSON (ctxlab trace --format perfetto)":
+        lambda d: isinstance(d.get("traceEvents"), list) and "schema" not in d,
+    "traced programs' exit status, output and overhead (tests/gpu/test_trace_programs.py)":
+        lambda d: bool(d) and all(isinstance(v, dict) and "traced_seconds" in v for v in d.values()),
     "claim catalogue (ctxlab claims --format json)":
         lambda d: set(d) == {"claims"} and all({"id", "kind", "scenarios"} <= c.keys() for c in d["claims"]),
     "timings of ctxlab check (wall seconds, per lab)":

@@ -220,5 +220,6 @@ def test_callbacks_of_calls_that_share_a_correlation_id_stay_apart():
     t._take_rows([(5, 1, 90, 200, tid, 1, 0)])
     events = t.drain()
     assert [(e["name"], e["start"], e["end"], e["context"]) for e in events] == [
-        ("cudaSetDevice", 90, 200, 0x10), ("cuDevicePrimaryCtxRetain", 100, 110, 0), ("cuCtxSetCurrent", 120, 130, 0x10)]
+        ("cudaSetDevice", 90, 200, 0x10), ("cuDevicePrimaryCtxRetain", 100, 110, 0),
+        ("cuCtxSetCurrent", 120, 130, 0x10)]
     assert t.stats["callbacks"] == 2

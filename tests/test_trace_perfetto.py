@@ -113,8 +113,8 @@ def test_cli_render_writes_perfetto_json():
 
 
 def test_a_context_id_seen_as_0_while_the_context_was_made_is_named_by_the_later_one():
-    early = [dict(e, context_uid=0) if e["name"] in ("CONTEXT_CREATED", "cuCtxSetCurrent") and e["thread"] == "MainThread"
-             else e for e in EVENTS]
+    made = ("CONTEXT_CREATED", "cuCtxSetCurrent")
+    early = [dict(e, context_uid=0) if e["name"] in made and e["thread"] == "MainThread" else e for e in EVENTS]
     doc = to_perfetto(early)
     names = [e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"]
     assert "context 1 (0xa0)" in names

@@ -17,6 +17,7 @@ from ctxlab.cuda import driver as drv
 from ctxlab.cuda.environment import init_driver
 from ctxlab.cuda.errors import CudaError, check
 
+
 def probe_source() -> str:
     """The probe's CUDA C (package data ``probe.cu``, also compiled into the native relay benchmark)."""
     from importlib.resources import files

@@ -9,6 +9,8 @@ had it current: a slice for each stretch of time it was current there.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ctxlab.trace import current_spans
 
 HOST_PID = 1
@@ -48,11 +50,11 @@ def to_perfetto(events: list[dict], program: str = "") -> dict:
                         "args": {"sort_index": len(tids)}})
     for e in timed:
         tid = tids[e.get("thread", "?")]
-        args = {}
+        args: dict[str, Any] = {}
         if e.get("context"):
             args["context"] = f"{e['context']:#x}"
         if e.get("context"):
-            uid = e.get("context_uid") or (ids.get(e["context"]) or [None])[0]
+            uid = e.get("context_uid") or next(iter(ids.get(e["context"]) or []), None)
             if uid:
                 args["context_id"] = uid
         if e["domain"] == "resource":
@@ -89,7 +91,7 @@ def to_perfetto(events: list[dict], program: str = "") -> dict:
                     "tid": ctx_tids[key], "ts": _us(span["start"], t0),
                     "dur": max(_us(span["end"], t0) - _us(span["start"], t0), 0.001),
                     "args": {"context": f"{handle:#x}",
-                             "context_id": span.get("context_uid") or (ids.get(handle) or [None])[0],
+                             "context_id": span.get("context_uid") or next(iter(ids.get(handle) or []), None),
                              "thread": span["thread"]}})
     return {"traceEvents": out, "displayTimeUnit": "ns",
             "otherData": {"schema": "ctxlab-perfetto/1", "program": program, "clock": "CUPTI timestamp, from the "

@@ -8,8 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ctxlab.record import LabResult
-from ctxlab.report.text import (VERDICT_STYLE, cell, context_label, environment_line, lab_views, short,
-                                 verdict_counts)
+from ctxlab.report.text import VERDICT_STYLE, cell, context_label, environment_line, lab_views, short, verdict_counts
 
 
 def step_table(run: LabResult, what: str, fields: tuple[str, ...]) -> Table:

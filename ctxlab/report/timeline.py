@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Iterable
+from collections.abc import Iterable
 
 from ctxlab.record import LabResult, Observation
 
