@@ -21,9 +21,10 @@ What this lab covers (a first part of the question; more areas follow):
    multiprocessing start methods give a working CUDA child (undefined-behaviour
    territory: repeated in fresh processes).
 
-Not covered yet: libraries under a ``cuCtxCreate`` or green context, the blast
-radius of a reset or release on the other libraries' data, and memory from the
-virtual memory API; labs/interop.md says what is left.
+Not covered yet (issue areas 4, 5 and 7, and part of 6): libraries under a
+``cuCtxCreate`` or green context, the blast radius of a reset or release on the
+other libraries' data, memory from the virtual memory API, and CUDA IPC memory
+handles across processes; labs/interop.md says what is left.
 
 Every library is optional: a scenario that needs a missing one records why and
 its claims are ``skipped``. Numba is used through its context and array APIs
