@@ -591,7 +591,7 @@ def alone(device: int, lib: str) -> dict:
     return scenario_output(rec)
 
 
-def _count_references(device: int, rec, scenario: str, extra_fields: dict) -> None:
+def _count_references(device: int, rec, extra_fields: dict) -> None:
     """Release the primary context until the driver refuses: the releases accepted are the references held."""
     import signal
 
@@ -631,7 +631,7 @@ def refs(device: int, lib: str) -> dict:
     except Missing as why:
         return _skipped(scenario, str(why))
     rec.add("init", "initialised", {"library": lib, "version": _version(lib), "call": made["call"]})
-    _count_references(device, rec, scenario, {"library": lib, "version": _version(lib)})
+    _count_references(device, rec, {"library": lib, "version": _version(lib)})
     return scenario_output(rec)
 
 
@@ -661,7 +661,7 @@ def together(device: int) -> dict:
                                   "pointer_context": owner,
                                   "pointer_context_id": drv.outcome(drv.context_id, owner).get("value")
                                   if owner else None})
-    _count_references(device, rec, "together", {"loaded": loaded})
+    _count_references(device, rec, {"loaded": loaded})
     return scenario_output(rec)
 
 

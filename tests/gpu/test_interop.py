@@ -1,6 +1,7 @@
 """The interop lab end to end on the GPU, through the CLI as a user runs it: every library alone, counted and
 together, every exchange pair, fork and the start methods; every claim gets the verdict expected on this GPU
-(tests/gpu/expected_verdicts.json)."""
+(tests/gpu/expected_verdicts.json). tests/test_interop_lab.py checks on the CPU how the scenarios are declared
+and that a missing library makes its claims ``skipped`` with the reason."""
 
 import os
 
