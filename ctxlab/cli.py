@@ -294,6 +294,22 @@ def refcount(fmt, output, **common):
 @cli.command()
 @lab_options
 @domain_errors
+def interop(fmt, output, **common):
+    """Show whether CuPy, PyTorch, JAX, Numba and cuda.core share one context, and what survives fork.
+
+    Each library alone in a fresh process (the context it leaves current, its
+    allocation's context, a fresh thread's first use, the primary-context
+    references it holds), all of them together, DLPack and
+    __cuda_array_interface__ exchanges between pairs (same pointer, owning
+    context, stream order, a worker thread), and a child made by fork or by each
+    multiprocessing start method (repeated). A missing library is skipped.
+    """
+    run_lab("interop", fmt, output, **common)
+
+
+@cli.command()
+@lab_options
+@domain_errors
 def lifecycle(fmt, output, **common):
     """Show when and by which calls the runtime creates its context, and how to get its handle.
 

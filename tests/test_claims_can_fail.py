@@ -14,13 +14,14 @@ import pytest
 import ctxlab
 from ctxlab.record import LabResult
 from tests.claim_cases import Case, drop
+from tests.claim_cases.interop import CASES as INTEROP
 from tests.claim_cases.lifecycle import CASES as LIFECYCLE
 from tests.claim_cases.migrate import CASES as MIGRATE
 from tests.claim_cases.modules import CASES as MODULES
 from tests.claim_cases.refcount import CASES as REFCOUNT
 from tests.conftest import RESULTS
 
-CASES: dict[str, Case] = {**MIGRATE, **REFCOUNT, **LIFECYCLE, **MODULES}
+CASES: dict[str, Case] = {**MIGRATE, **REFCOUNT, **LIFECYCLE, **MODULES, **INTEROP}
 CLAIMS = ctxlab.claims()
 JUDGED = [c for c in CLAIMS if c.kind != "observation"]
 BROKEN = {"promise": "fails", "old-text": "changed"}

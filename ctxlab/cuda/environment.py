@@ -138,9 +138,18 @@ def capture(device: int = 0) -> dict:
         "cupy": package_version(cupy_distribution() or "cupy"),
         "cuda_bindings": package_version("cuda-bindings"),
         "cupti_python": package_version("cupti-python"),
+        "libraries": libraries(),
         "python": platform.python_version(),
         "hostname": socket.gethostname(),
     }
+
+
+INTEROP_LIBRARIES = ("torch", "jax", "jaxlib", "jax-cuda13-plugin", "jax-cuda12-plugin", "numba-cuda", "cuda-core")
+
+
+def libraries() -> dict[str, str | None]:
+    """Installed versions of the libraries the interop lab uses (package metadata only: nothing is imported)."""
+    return {name: package_version(name) for name in INTEROP_LIBRARIES}
 
 
 def gpu_uuid(device: int) -> str | None:

@@ -11,6 +11,7 @@ LABS = {
     "refcount": "ctxlab.labs.refcount",
     "lifecycle": "ctxlab.labs.lifecycle",
     "modules": "ctxlab.labs.modules",
+    "interop": "ctxlab.labs.interop",
 }
 
 

@@ -1,0 +1,71 @@
+"""Cases for interop's claims (see tests/claim_cases/__init__.py), on the run recorded on the H200.
+
+Exchange claims are judged over every handover of a pair; the fork and start-method claims over the repeats
+of their scenario (``repeat_with`` adds one more repeat whose outcome differs). PyTorch's
+``__cuda_array_interface__`` is version 2 and names no stream: its reads are recorded, not promised, until the
+interface names the stream (the last PyTorch -> Numba case).
+"""
+
+from __future__ import annotations
+
+from tests.claim_cases import Case, edit, repeat_with
+
+F = "interop.json"
+WRONG = "silent-wrong-result (got 0, expected 1073741824)"
+OTHER = 0x1234  # a context handle that is not the primary one
+
+
+def _library(name):
+    return lambda value: value["library"] == name
+
+
+def _context_case(lib: str, pointer_promised: bool = True) -> Case:
+    breaks = [
+        edit("library context", f"alone-{lib}", current=OTHER),  # another context current after init
+        edit("together", "together", where=_library(lib), current=OTHER),  # moved once the others loaded
+    ]
+    if pointer_promised:
+        breaks += [edit("library context", f"alone-{lib}", pointer_context=OTHER),
+                   edit("together", "together", where=_library(lib), pointer_context=OTHER)]
+    return Case(F, breaks=breaks)
+
+
+def _exchange_case(producer: str, consumer: str, stream_named: bool = True) -> Case:
+    scenario = f"exchange-{producer}-{consumer}"
+    breaks = [
+        edit("exchange", scenario, where=lambda v: v["thread"] == "worker", same_pointer=False),  # a copy
+        edit("exchange", scenario, where=lambda v: v["thread"] == "main", pointer_context=OTHER),
+    ]
+    if stream_named:  # the read is promised: one wrong value without an error breaks it, on either thread
+        breaks += [edit("exchange", scenario, where=lambda v: v["thread"] == "worker", read=WRONG),
+                   edit("exchange", scenario, where=lambda v: v["thread"] == "main", read="CUDA_ERROR_INVALID_VALUE")]
+    else:  # the recorded wrong reads break the promise once the interface names the producer's stream
+        breaks += [edit("exchange", scenario, cai_version=3, cai_stream=0x5000)]
+    return Case(F, breaks=breaks)
+
+
+CASES: dict[str, Case] = {
+    "interop.cupy.context": _context_case("cupy"),
+    "interop.torch.context": _context_case("torch"),
+    # cuda.core promises the current context only: its pool allocation (no owning context) is recorded.
+    "interop.cuda-core.context": _context_case("cuda-core", pointer_promised=False),
+    "interop.exchange.cupy-to-torch": _exchange_case("cupy", "torch"),
+    "interop.exchange.torch-to-cupy": _exchange_case("torch", "cupy"),
+    "interop.exchange.cupy-to-jax": _exchange_case("cupy", "jax"),
+    "interop.exchange.torch-to-jax": _exchange_case("torch", "jax"),
+    "interop.exchange.cupy-to-numba": _exchange_case("cupy", "numba"),
+    "interop.exchange.torch-to-numba": _exchange_case("torch", "numba", stream_named=False),
+    "interop.exchange.numba-to-cupy": _exchange_case("numba", "cupy"),
+    "interop.exchange.numba-to-torch": _exchange_case("numba", "torch"),
+    "interop.fork.torch": Case(F, breaks=[
+        repeat_with("forked child", "fork", torch="correct"),  # PyTorch ran CUDA in the forked child
+        repeat_with("forked child", "fork", torch="cudaErrorInitializationError"),  # refused, not with its message
+    ]),
+    "interop.start-methods": Case(F, breaks=[
+        repeat_with("start methods", "start-methods",
+                    methods={"fork": "cudaErrorInitializationError", "spawn": "cudaErrorInitializationError",
+                             "forkserver": "correct"}),
+        repeat_with("start methods", "start-methods",
+                    methods={"fork": "correct", "spawn": "correct", "forkserver": "no answer within 30 s"}),
+    ]),
+}
