@@ -11,7 +11,7 @@ from ctxlab.record import Observation
 from tests.conftest import RESULTS
 
 FILES = ["migrate.json", "migrate-stress.json", "migrate-stress-h200x1.json", "migrate-traced.json", "refcount.json",
-         "lifecycle.json", "modules.json"]
+         "lifecycle.json", "modules.json", "interop.json"]
 
 
 def load(name):
