@@ -27,6 +27,7 @@ if [ "$(nvidia-smi -L | wc -l)" -gt 1 ]; then  # several GPUs: every lab on each
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 python3 benchmarks/handoff_breakdown.py --json "$out/results/handoff_breakdown.json" || status=1
+python3 benchmarks/cli_startup.py --json "$out/results/cli_startup.json" || status=1
 python3 benchmarks/trace_overhead.py --json "$out/results/trace_overhead.json" || status=1
 # One archive: the labs' results, the check reports and the benchmark figures.
 tar czf "$out/results.tar.gz" -C "$out" results && rm -rf "$out/results"
