@@ -64,6 +64,8 @@ OTHER_KINDS = {
         lambda d: isinstance(d.get("traceEvents"), list) and "schema" not in d,
     "traced programs' exit status, output and overhead (tests/gpu/test_trace_programs.py)":
         lambda d: bool(d) and all(isinstance(v, dict) and "traced_seconds" in v for v in d.values()),
+    "benchmark figures: CLI start-up (benchmarks/cli_startup.py)":
+        lambda d: {"environment", "runs", "median_seconds", "max_seconds"} <= d.keys(),
     "claim catalogue (ctxlab claims --format json)":
         lambda d: set(d) == {"claims"} and all({"id", "kind", "scenarios"} <= c.keys() for c in d["claims"]),
     "timings of ctxlab check (wall seconds, per lab)":
