@@ -104,29 +104,7 @@ def drift(runs: list[LabResult], baseline: list[LabResult]) -> list[dict]:
 
 
 def summary_markdown(runs: list[LabResult], drifted: list[dict] | None = None) -> str:
-    """A CI step summary: verdict counts, what failed, what drifted."""
-    from ctxlab.report.text import environment_line, verdict_counts
+    """A CI step summary: verdict counts, what failed, what drifted (``ctxlab.report.summary``, escaped)."""
+    from ctxlab.report.summary import summary_markdown as render
 
-    lines = ["# ctxlab check", ""]
-    lines += ["| lab | GPU | verdicts | errors | seconds |", "|---|---|---|---|---|"]
-    for run in runs:
-        counts = ", ".join(f"{n} {v}" for v, n in sorted(verdict_counts(run).items())) or "none"
-        lines.append(f"| {run.lab} | {environment_line(run) or run.environment.get('device')} | {counts} | "
-                     f"{len(run.errors)} | {run.seconds:.2f} |")
-    failures = [(run.lab, c) for run in runs for c in run.claims if c.verdict == "fails"]
-    errors = [(run.lab, e) for run in runs for e in run.errors]
-    lines += ["", "## Failures", ""]
-    if not failures and not errors:
-        lines.append("None: no documented claim failed and every lab ran.")
-    for lab, claim in failures:
-        lines.append(f"- **{claim.id}** ({lab}): {claim.evidence} (source: {claim.source})")
-    for lab, error in errors:
-        lines.append(f"- **{lab}** error in {error.get('scenario')}: {error.get('kind')}: {error.get('message')}")
-    if drifted is not None:
-        lines += ["", "## Drift against the baseline", ""]
-        if not drifted:
-            lines.append("None.")
-        for d in drifted:
-            was = f" (was {d['was']})" if "was" in d else ""
-            lines.append(f"- {d['claim']}: {d['change']}: now {d['now']}{was}")
-    return "\n".join(lines) + "\n"
+    return render(runs, drifted)
