@@ -130,7 +130,7 @@ def output_options(fn):
 def max_size_option(fn):
     from ctxlab.loading import DEFAULT_MAX_BYTES
 
-    return click.option("--max-size", type=ByteSize(), default=DEFAULT_MAX_BYTES, show_default="64M",
+    return click.option("--max-size", type=ByteSize(), default=f"{DEFAULT_MAX_BYTES // 2**20}M", show_default=True,
                         help="Refuse result files larger than this (e.g. 64M, 1G): they are read whole.")(fn)
 
 

@@ -62,12 +62,28 @@ def nesting_depth(data: bytes) -> int:
     return int(np.cumsum(steps).max())
 
 
-class _NonFinite(ValueError):
-    pass
+MAX_DIGITS = 40  # an integer a record holds (a handle, a count) has at most 20
+
+
+class _NotANumber(ValueError):
+    """A number token JSON or ctxlab does not take; the message says which."""
 
 
 def _refuse_constant(token: str):
-    raise _NonFinite(token)
+    raise _NotANumber(f"{token} is not a number JSON allows")
+
+
+def _finite_float(token: str) -> float:
+    value = float(token)
+    if value in (float("inf"), float("-inf")):
+        raise _NotANumber(f"{token[:20]} is too large for a number")
+    return value
+
+
+def _bounded_int(token: str) -> int:
+    if len(token.lstrip("-")) > MAX_DIGITS:
+        raise _NotANumber(f"an integer of {len(token.lstrip('-'))} digits is longer than the {MAX_DIGITS} allowed")
+    return int(token)
 
 
 def decode_json(data: bytes, origin: str) -> Any:
@@ -81,9 +97,9 @@ def decode_json(data: bytes, origin: str) -> Any:
         raise ResultFileError(f"{origin}: nested deeper than the {MAX_DEPTH} levels a result file may have "
                               f"({depth} levels)")
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
-    except _NonFinite as exc:
-        raise ResultFileError(f"{origin}: not JSON: {exc} is not a number JSON allows") from None
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
+    except _NotANumber as exc:
+        raise ResultFileError(f"{origin}: not JSON: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ResultFileError(f"{origin}: not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     except RecursionError:  # a backstop: the depth check above should have refused it

@@ -46,6 +46,14 @@ def test_non_finite_numbers_are_not_json(tmp_path, token):
     assert_every_loader_refuses(path, f"not JSON: {token} is not a number JSON allows")
 
 
+@pytest.mark.parametrize("number, message", [("1e999", "1e999 is too large for a number"),
+                                             ("1" * 5000, "an integer of 5000 digits is longer than")])
+def test_numbers_too_large_to_hold_are_refused(tmp_path, number, message):
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(run()).replace('"seconds": 1.5', f'"seconds": {number}'))
+    assert_every_loader_refuses(path, message)
+
+
 def test_a_nesting_bomb_is_one_line(tmp_path):
     path = tmp_path / "deep.json"
     path.write_text("[" * 200_000 + "]" * 200_000)
