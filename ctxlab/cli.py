@@ -242,6 +242,7 @@ def doctor(fmt: str, as_json: bool, output: str | None):
 def _print_doctor(report: dict, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = console or Console()
     drv = report["driver"]
@@ -253,7 +254,8 @@ def _print_doctor(report: dict, console=None) -> None:
         part = report[key]
         details = {k: v for k, v in part.items() if k not in ("ok", "problem", "devices")}
         status = "[green]ok[/]" if part["ok"] else "[red]missing[/]"
-        table.add_row(key, status, part.get("problem") or ", ".join(f"{k} {v}" for k, v in details.items()))
+        table.add_row(key, status, _once(f"{key}: {part['problem']}").removeprefix(f"{key}: ") if part.get("problem")
+                      else ", ".join(f"{k} {v}" for k, v in details.items()))
     table.add_row("CUDA_MODULE_LOADING", "", str(report["CUDA_MODULE_LOADING"] or "(unset)"))
     console.print(table)
     if drv.get("ok"):
@@ -266,7 +268,13 @@ def _print_doctor(report: dict, console=None) -> None:
                          "active" if dev["primary_context_active"] else "inactive")
         console.print(gpus)
     for line in report["missing"]:
-        console.print(f"[red]missing[/] {line}", highlight=False)
+        console.print(Text.assemble(("missing", "red"), f" {_once(line)}"), highlight=False)
+
+
+def _once(line: str) -> str:
+    """'cupti: cupti: X' as 'cupti: X': the probe's message may already name its part."""
+    part, _, problem = line.partition(": ")
+    return f"{part}: {problem.removeprefix(part + ': ')}" if problem else line
 
 
 @cli.command()

@@ -58,3 +58,18 @@ def test_show_check_treats_error_as_failing(tmp_path, monkeypatch):
     result = invoke("show", path, "--check")
     assert result.exit_code == 1, result.output
     assert invoke("report", "merge", path).exit_code == 1
+
+
+def test_doctor_names_each_missing_part_once(monkeypatch):
+    import ctxlab.cuda.environment as environment
+
+    report = {"ctxlab": "0.1.0", "python": "3.12", "hostname": "h", "CUDA_MODULE_LOADING": None,
+              "driver": {"ok": False, "problem": "no NVIDIA driver"},
+              "cupy": {"ok": True, "version": "14"}, "cuda_bindings": {"ok": True}, "nvrtc": {"ok": True},
+              "cupti": {"ok": False, "problem": "cupti: NotSupportedError: CUDA driver is not found"},
+              "missing": ["driver: no NVIDIA driver", "cupti: cupti: NotSupportedError: CUDA driver is not found"]}
+    monkeypatch.setattr(environment, "doctor", lambda: report)
+    result = invoke("doctor")
+    assert result.exit_code == 2
+    text = " ".join(result.output.split())
+    assert "cupti: cupti:" not in text and "missing cupti: NotSupportedError" in text
