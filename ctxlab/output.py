@@ -1,8 +1,9 @@
 """The one output writer: every command's reports go through ``write_outputs``.
 
 - ``-`` is standard output.
-- A path that exists and is not a regular file (``/dev/null``, ``/dev/full``, a FIFO,
-  ``/dev/stdout``) is written in place: replacing it would destroy a device node or a pipe.
+- A path that exists and is not a regular file (``/dev/null``, ``/dev/full``, a FIFO), or
+  that names an open file (``/dev/stdout``, ``/proc/self/fd/1``), is written in place:
+  replacing it would destroy a device node or a pipe, or cut a shell's redirection.
 - A regular file (or a new one) is written to a temporary file beside it and renamed
   over it, so a reader never sees half a report; it keeps the mode of the file it
   replaces, and a new file gets the mode the umask gives.
@@ -42,17 +43,26 @@ def _reason(exc: OSError) -> str:
 
 def _umask_mode() -> int:
     """The mode a new file gets here (0o666 less the umask)."""
-    with _umask_lock:  # os.umask can only be read by setting it
+    try:  # Linux says it without changing it
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _umask_lock:  # elsewhere os.umask can only be read by setting it
         mask = os.umask(0o022)
         os.umask(mask)
     return 0o666 & ~mask
 
 
 _umask_lock = threading.Lock()
+# /dev/stdout, /dev/fd/N and /proc/self/fd/N name an open file of this process: never replace it.
+_OPEN_FILE_NAMES = ("/dev/", "/proc/")
 
 
 def _existing_special(path: str) -> bool:
-    """True for a path that exists and is not a regular file (after following symlinks)."""
+    """True for a path to write in place: it exists and is not a regular file, or it names an open file."""
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
@@ -61,7 +71,7 @@ def _existing_special(path: str) -> bool:
         raise OutputError(path, _reason(exc)) from None
     if stat.S_ISDIR(mode):
         raise OutputError(path, "is a directory")
-    return not stat.S_ISREG(mode)
+    return not stat.S_ISREG(mode) or os.path.abspath(path).startswith(_OPEN_FILE_NAMES)
 
 
 def check_writable(path: str) -> None:
@@ -111,11 +121,11 @@ def _stage(path: str, text: str) -> _Staged:
             handle.flush()
             os.fsync(handle.fileno())
             if old is not None:
-                os.fchmod(handle.fileno(), stat.S_IMODE(old.st_mode))
                 try:  # keep the owner too where we may (root replacing another user's file)
                     os.fchown(handle.fileno(), old.st_uid, old.st_gid)
                 except OSError:
                     pass
+                os.fchmod(handle.fileno(), stat.S_IMODE(old.st_mode))  # after chown, which may clear set-id bits
             else:
                 os.fchmod(handle.fileno(), _umask_mode())
     except OSError as exc:
@@ -136,8 +146,8 @@ def _discard(tmp: str) -> None:
 
 def _write_in_place(path: str, text: str) -> None:
     """Write into an existing device, FIFO or /dev/stdout without replacing it."""
-    try:
-        with open(path, "w", encoding="utf-8") as handle:
+    try:  # append: /dev/stdout may be a file the shell opened, with this process's output already in it
+        with open(path, "a", encoding="utf-8") as handle:
             handle.write(text)
     except OSError as exc:
         raise OutputError(path, _reason(exc)) from None

@@ -134,3 +134,16 @@ def test_record_atomic_write_and_check_writable_keep_working(tmp_path):
     check_writable("-")
     with pytest.raises(OSError, match="empty"):
         check_writable("")
+
+
+def test_dev_stdout_behind_a_regular_file_is_written_in_place(tmp_path):
+    out = tmp_path / "redirected.txt"
+    with open(out, "w") as shell_redirect:  # as `ctxlab show X -o /dev/stdout > redirected.txt` leaves it
+        shell_redirect.write("earlier output\n")
+        shell_redirect.flush()
+        inode = out.stat().st_ino
+        result = invoke("show", SOURCE, "--format", "json", "-o", f"/proc/self/fd/{shell_redirect.fileno()}")
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_ino == inode
+    text = out.read_text()
+    assert text.startswith("earlier output\n") and '"schema": "ctxlab/1"' in text
