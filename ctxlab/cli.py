@@ -84,8 +84,9 @@ class ByteSize(click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, int):
             return value
-        text = str(value).strip().upper().removesuffix("B").removesuffix("I")
-        number, unit = (text[:-1], text[-1]) if text[-1:] in "KMG" and text[-1:] else (text, "")
+        text = str(value).strip().upper().removesuffix("B").removesuffix("I")  # 64M, 64MB and 64MiB alike
+        unit = text[-1:] if text[-1:] in ("K", "M", "G") else ""
+        number = text[: len(text) - len(unit)]
         if not number.isdigit() or int(number) <= 0:
             self.fail(f"{value!r} is not a size such as 65536, 64K, 64M or 1G", param, ctx)
         return int(number) * self.UNITS[unit]
