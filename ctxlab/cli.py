@@ -529,7 +529,8 @@ def check(devices, only, timeout, jobs, fmt, output, json_path, junit_path, mark
     say(f"check: {len(runs)} lab run(s) in {time.perf_counter() - t0:.2f} s")
     write_outputs(check_reports(runs, drifted, reports))
     for d in drifted or ():
-        say(one_line(f"drift: {d['claim']}: {d['change']}: now {d['now']}" + (f" (was {d['was']})" if "was" in d else "")))
+        was = f" (was {d['was']})" if "was" in d else ""
+        say(one_line(f"drift: {d['claim']}: {d['change']}: now {d['now']}{was}"))
     if any(run.failed for run in runs) or (fail_on_drift and drifted):
         raise SystemExit(EXIT_FAILS)
 

@@ -40,9 +40,9 @@ def test_merge_markdown_and_html_escape_hostname_and_evidence(hostile, tmp_path)
     result = invoke("report", "merge", hostile, "--html", html_path, "-o", "-")
     assert result.exit_code == 1  # the hostile claim fails
     no_raw_html(result.output)
-    assert "&lt;img src=x onerror=alert\\(1\\)&gt;" in result.output or "&lt;img src=x onerror=alert(1)&gt;" in result.output
+    assert "&lt;img src=x onerror=alert(1)&gt;" in result.output
     page = html_path.read_text()
-    assert HTML_HOST not in page and "<script" not in page.lower().replace("<script>", "", 0)
+    assert HTML_HOST not in page and "<script" not in page.lower()
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
 
 

@@ -28,7 +28,8 @@ def suite_for(run: LabResult) -> TestSuite:
             case.result = [Error(xml(claim.evidence), "error")]
         elif claim.verdict == "skipped":
             case.result = [Skipped(xml(claim.evidence))]
-        case.system_out = xml(f"{claim.verdict}: {claim.evidence}\nstatement: {claim.statement}\nsource: {claim.source}")
+        case.system_out = xml(f"{claim.verdict}: {claim.evidence}\nstatement: {claim.statement}\n"
+                              f"source: {claim.source}")
         suite.add_testcase(case)
     for error in run.errors:
         scenario = error.get("scenario") or "run"

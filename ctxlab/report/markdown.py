@@ -11,8 +11,8 @@ from ctxlab.report.text import cell, context_label, environment_line, figure, la
 def render_markdown(runs: list[LabResult], timeline: bool = True) -> str:
     lines: list[str] = []
     for run in runs:
-        lines += [f"## {md(run.lab)}", "", f"{md(environment_line(run))}; {run.seconds:.2f} s; started {md(run.started)}",
-                  ""]
+        lines += [f"## {md(run.lab)}", "",
+                  f"{md(environment_line(run))}; {run.seconds:.2f} s; started {md(run.started)}", ""]
         counts = ", ".join(f"{n} {md(v)}" for v, n in verdict_counts(run).items())
         lines += [f"**{len(run.claims)} claims:** {counts}", ""]
         lines += ["| verdict | claim | evidence | source |", "|---|---|---|---|"]

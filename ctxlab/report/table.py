@@ -15,8 +15,16 @@ from rich.text import Text
 
 from ctxlab.record import LabResult
 from ctxlab.report.escape import terminal
-from ctxlab.report.text import (VERDICT_STYLE, cell, context_label, environment_line, figure, lab_views, short,
-                                 verdict_counts)
+from ctxlab.report.text import (
+    VERDICT_STYLE,
+    cell,
+    context_label,
+    environment_line,
+    figure,
+    lab_views,
+    short,
+    verdict_counts,
+)
 
 
 def t(value, style: str = "") -> Text:
