@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 from ctxlab.record import parse_runs
@@ -22,11 +23,10 @@ def test_rates_are_not_printed_with_13_decimals():
 
 
 def test_pointers_are_hex_in_every_view():
-    text = render(runs("refcount.json"), "markdown")
-    import re
+    text = render(runs("refcount.json"), "markdown") + render(runs("migrate.json"), "table", width=300)
 
-    decimal_handles = re.findall(r'"(?:current|pointer|handle|primary)[a-z_]*": (\d{7,})', text)
-    assert decimal_handles == []
+    handles = re.findall(r'"(?:current|pointer|handle|primary)[a-z_\\]*": "?(\w+)', text)
+    assert handles and all(h.startswith("0x") or len(h) < 7 for h in handles), handles
 
 
 def test_junit_errors_carry_the_time_their_scenario_ran():
