@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import sys
 import time
 
 import click
 
 from ctxlab import __version__
+from ctxlab.labs import LABS as _LAB_NAMES
 from ctxlab.report import FORMATS
 
 EXIT_FAILS = 1
@@ -35,19 +37,73 @@ def domain_errors(fn):
         from ctxlab.cuda.environment import BadDevice, NoGpu
         from ctxlab.lab import OptionError
         from ctxlab.labs import UnknownLab
+        from ctxlab.output import OutputError
         from ctxlab.record import ResultFileError
         from ctxlab.trace import TraceUnavailable
 
         try:
             return fn(*args, **kwargs)
         except NoGpu as exc:
-            raise CtxlabError(f"no usable GPU: {exc}") from None
+            raise CtxlabError(f"no usable GPU: {exc} (ctxlab doctor shows what was found)") from None
         except (BadDevice, ResultFileError, OptionError, UnknownLab, TraceUnavailable) as exc:
-            raise CtxlabError(str(exc)) from None
+            raise CtxlabError(" ".join(str(exc).split())) from None
+        except OutputError as exc:
+            raise CtxlabError(f"cannot write output: {' '.join(str(exc).split())}") from None
         except OSError as exc:
-            raise CtxlabError(f"cannot write output: {exc}") from None
+            raise CtxlabError(f"cannot write output: {exc.strerror or exc}") from None
 
     return wrapper
+
+
+class FiniteFloat(click.FloatRange):
+    """A FloatRange that refuses NaN and infinities (Click's own lets NaN through every bound)."""
+
+    name = "float"
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+class OutputPath(click.ParamType):
+    """Where a report goes: a file, a device or FIFO (written in place), or - for standard output."""
+
+    name = "PATH"
+
+    def convert(self, value, param, ctx):
+        if value == "":
+            self.fail("empty output path: give a file name, or - for standard output", param, ctx)
+        return value
+
+
+class ByteSize(click.ParamType):
+    """A size such as 65536, 64K, 64M or 1G (powers of 1024)."""
+
+    name = "SIZE"
+    UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().upper().removesuffix("B").removesuffix("I")  # 64M, 64MB and 64MiB alike
+        unit = text[-1:] if text[-1:] in ("K", "M", "G") else ""
+        number = text[: len(text) - len(unit)]
+        if not number.isdigit() or int(number) <= 0:
+            self.fail(f"{value!r} is not a size such as 65536, 64K, 64M or 1G", param, ctx)
+        return int(number) * self.UNITS[unit]
+
+
+class NameList(click.ParamType):
+    """A comma-separated list with at least one name (an empty list is a mistake, not "all")."""
+
+    name = "NAMES"
+
+    def convert(self, value, param, ctx):
+        if not [part for part in value.split(",") if part.strip()]:
+            self.fail(f"{value!r} names nothing: give at least one name", param, ctx)
+        return value
 
 
 def device_option(fn):
@@ -58,6 +114,14 @@ def device_option(fn):
 def trace_option(fn):
     return click.option("--trace", is_flag=True,
                         help="Attach to each step the driver calls and resource events it caused (CUPTI).")(fn)
+
+
+OUTPUT_HELP = ("Write the report here instead of standard output (- is standard output; a file is replaced "
+               "atomically and keeps its mode; a device or FIFO is written in place).")
+
+
+def output_option(fn):
+    return click.option("--output", "-o", type=OutputPath(), default=None, help=OUTPUT_HELP)(fn)
 
 
 def repeats_option(fn):
@@ -74,23 +138,28 @@ def lab_options(fn):
 
 
 def output_options(fn):
-    fn = click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None,
-                      help="Write the report to this file (atomically) instead of standard output.")(fn)
+    fn = output_option(fn)
     fn = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
                       help="Report format: a human table, JSON (schema ctxlab/1), JUnit XML or Markdown.")(fn)
     return fn
 
 
+def max_size_option(fn):
+    from ctxlab.loading import DEFAULT_MAX_BYTES
+
+    return click.option("--max-size", type=ByteSize(), default=f"{DEFAULT_MAX_BYTES // 2**20}M", show_default=True,
+                        help="Refuse result files larger than this (e.g. 64M, 1G): they are read whole.")(fn)
+
+
 def emit(runs, fmt: str, output: str | None) -> None:
-    from ctxlab.record import atomic_write
+    """Render the runs in ``fmt`` and write them to ``output`` (standard output when None or -)."""
+    from ctxlab.output import STDOUT, write_output
     from ctxlab.report import render
 
-    text = render(runs, fmt)
-    if output:
-        atomic_write(output, text)
-        click.echo(f"wrote {fmt} report to {output}", err=True)
-    else:
-        click.echo(text, nl=False)
+    target = output or STDOUT
+    write_output(target, render(runs, fmt))
+    if target != STDOUT:
+        say(f"wrote {fmt} report to {target}")
 
 
 def say(message: str) -> None:
@@ -155,35 +224,45 @@ def cli():
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Also write the JSON here.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="A human table, or the findings as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@output_option
 @domain_errors
-def doctor(as_json: bool, output: str | None):
+def doctor(fmt: str, as_json: bool, output: str | None):
     """Show the driver, runtimes, GPUs and libraries ctxlab would use.
 
     Creates no context: the primary contexts' state is reported as found.
     Exits 2 (after printing) when something ctxlab needs is missing.
     """
     from ctxlab.cuda.environment import doctor as find
-    from ctxlab.record import atomic_write
+    from ctxlab.output import STDOUT, check_writable, write_output
 
-    report = find()
-    text = json.dumps(report, indent=2)
     if output:
-        atomic_write(output, text + "\n")
-    if as_json:
-        click.echo(text)
+        check_writable(output)
+    report = find()
+    if as_json or fmt == "json":
+        write_output(output or STDOUT, json.dumps(report, indent=2) + "\n")
+    elif output and output != STDOUT:
+        import io
+
+        from rich.console import Console
+
+        buffer = io.StringIO()
+        _print_doctor(report, Console(file=buffer, width=120, color_system=None))
+        write_output(output, buffer.getvalue())
     else:
         _print_doctor(report)
     if report["missing"]:
         raise SystemExit(EXIT_USAGE)
 
 
-def _print_doctor(report: dict) -> None:
+def _print_doctor(report: dict, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console()
+    console = console or Console()
     drv = report["driver"]
     table = Table(title=f"ctxlab {report['ctxlab'] or __version__} on {report['hostname']} (Python {report['python']})")
     table.add_column("component")
@@ -193,7 +272,8 @@ def _print_doctor(report: dict) -> None:
         part = report[key]
         details = {k: v for k, v in part.items() if k not in ("ok", "problem", "devices")}
         status = "[green]ok[/]" if part["ok"] else "[red]missing[/]"
-        table.add_row(key, status, part.get("problem") or ", ".join(f"{k} {v}" for k, v in details.items()))
+        table.add_row(key, status, _once(f"{key}: {part['problem']}").removeprefix(f"{key}: ") if part.get("problem")
+                      else ", ".join(f"{k} {v}" for k, v in details.items()))
     table.add_row("CUDA_MODULE_LOADING", "", str(report["CUDA_MODULE_LOADING"] or "(unset)"))
     console.print(table)
     if drv.get("ok"):
@@ -206,30 +286,47 @@ def _print_doctor(report: dict) -> None:
                          "active" if dev["primary_context_active"] else "inactive")
         console.print(gpus)
     for line in report["missing"]:
-        console.print(f"[red]missing[/] {line}", highlight=False)
+        console.print(Text.assemble(("missing", "red"), f" {_once(line)}"), highlight=False)
+
+
+def _once(line: str) -> str:
+    """'cupti: cupti: X' as 'cupti: X': the probe's message may already name its part."""
+    part, _, problem = line.partition(": ")
+    return f"{part}: {problem.removeprefix(part + ': ')}" if problem else line
 
 
 @cli.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path())
 @output_options
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--html", "html_path", type=OutputPath(), default=None,
               help="Also write a self-contained HTML page: a timeline of threads by contexts, step by step.")
+@click.option("--check", "gate", is_flag=True,
+              help="Exit 1 when a recorded claim fails or errs, or a scenario crashed (as the run did).")
+@max_size_option
 @domain_errors
-def show(file: str, fmt: str, output: str | None, html_path: str | None):
-    """Render a recorded result FILE (JSON, schema ctxlab/1) as a report."""
-    from ctxlab.record import load_runs
+def show(file: str, fmt: str, output: str | None, html_path: str | None, gate: bool, max_size: int):
+    """Render a recorded result FILE (JSON, schema ctxlab/1) as a report.
 
-    runs = load_runs(file)
+    Result files are data from other machines and are treated as untrusted: any
+    file that is not a valid result is refused with one line and exit status 2.
+    Exits 0 after rendering, or with --check 1 when the recorded run failed.
+    """
+    from ctxlab.loading import load_runs
+
+    runs = load_runs(file, max_size)
     if html_path:
-        from ctxlab.record import atomic_write, check_writable
+        from ctxlab.output import write_outputs
         from ctxlab.report.timeline import render_html
 
-        check_writable(html_path)
-        atomic_write(html_path, render_html(runs))
+        write_outputs([(html_path, render_html(runs))])
         say(f"wrote the timeline to {html_path}")
         if not output and fmt == "table":
+            if gate and any(run.failed for run in runs):
+                raise SystemExit(EXIT_FAILS)
             return
     emit(runs, fmt, output)
+    if gate and any(run.failed for run in runs):
+        raise SystemExit(EXIT_FAILS)
 
 
 def lab_exit(runs) -> None:
@@ -258,7 +355,7 @@ def run_lab(name: str, fmt: str, output: str | None, on_progress=None, **options
 @click.option("--context", "context", type=click.Choice(["primary", "created", "both"]), default="both",
               show_default=True,
               help="Which context travels: the runtime's primary one, one from cuCtxCreate, or both.")
-@click.option("--timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
+@click.option("--timeout", type=FiniteFloat(0.1, 3600), default=30.0, show_default=True,
               help="Seconds a single handoff may take before the run stops, naming the thread and step.")
 @lab_options
 @domain_errors
@@ -441,36 +538,48 @@ def parse_devices(text: str) -> list[int]:
 @cli.command()
 @click.option("--devices", default="0", show_default=True,
               help="GPUs to run the labs on: 'all' or a list such as 0,1.")
-@click.option("--only", default=None, help="Run only these labs (comma-separated).")
-@click.option("--timeout", type=click.FloatRange(1, 3600), default=300.0, show_default=True,
+@click.option("--only", type=NameList(), default=None,
+              help=f"Run only these labs (comma-separated): {', '.join(_LAB_NAMES)}.")
+@click.option("--timeout", type=FiniteFloat(1, 3600), default=300.0, show_default=True,
               help="Seconds a lab's scenario may run before it is killed and reported as that lab's error.")
 @click.option("--jobs", type=click.IntRange(1, 256), default=None,
               help="Child processes at once, over every lab's scenarios (default: the CPU cores); scenarios "
                    "that need the GPU alone still run one at a time.")
 @repeats_option
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write all results (JSON).")
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), default=None, help="Write JUnit XML.")
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None,
-              help="Write a summary for a CI step summary (e.g. $GITHUB_STEP_SUMMARY).")
-@click.option("--baseline", type=click.Path(dir_okay=False), default=None,
-              help="A recorded check JSON to compare with: every verdict or observed outcome that differs is drift.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="Format of the report --output gets: table (default), json (every run), junit or markdown "
+                   "(the CI summary).")
+@output_option
+@click.option("--json", "json_path", type=OutputPath(), default=None,
+              help="Also write all results as JSON here (as --format json --output PATH).")
+@click.option("--junit", "junit_path", type=OutputPath(), default=None, help="Also write JUnit XML here.")
+@click.option("--markdown", "markdown_path", type=OutputPath(), default=None,
+              help="Also write the summary for a CI step summary here (e.g. $GITHUB_STEP_SUMMARY).")
+@click.option("--baseline", type=click.Path(), default=None,
+              help="A recorded check JSON to compare with: every verdict or observed outcome that differs is drift; "
+                   "its timings also order the scenarios longest first.")
 @click.option("--fail-on-drift", is_flag=True, help="Exit 1 when anything drifted from --baseline.")
 @click.option("--profile", is_flag=True,
               help="Print when each scenario's child process started and ended, what it waited for, and the "
                    "critical path (standard error).")
+@max_size_option
 @domain_errors
-def check(devices, only, timeout, jobs, repeats, json_path, junit_path, markdown_path, baseline, fail_on_drift,
-          profile):
+def check(devices, only, timeout, jobs, repeats, fmt, output, json_path, junit_path, markdown_path, baseline,
+          fail_on_drift, profile, max_size):
     """Run every lab, isolated, and report for CI: exit 1 when a documented claim fails or a lab errors.
 
-    One line per lab as it ends. Exit status: 0 when no claim fails and every
-    lab ran, 1 otherwise (or on drift with --fail-on-drift), 2 for usage or
-    environment problems such as no GPU.
+    One line per lab as it ends, then the table (or --format to --output).
+    --json, --junit and --markdown write further reports; all are written, or
+    none. Exit status: 0 when no claim fails and every lab ran, 1 otherwise (or
+    on drift with --fail-on-drift), 2 for usage or environment problems such as
+    no GPU.
     """
     import ctxlab.api
-    from ctxlab.record import atomic_write, check_writable, dumps, load_runs
-    from ctxlab.report import render
-    from ctxlab.suite import drift, drift_line, profile_lines, progress_line, select_labs, summary_markdown
+    from ctxlab.loading import load_runs
+    from ctxlab.output import check_outputs, write_outputs
+    from ctxlab.report.escape import one_line
+    from ctxlab.report.summary import drift_line
+    from ctxlab.suite import drift, profile_lines, progress_line, select_labs
 
     try:
         names = select_labs(only)
@@ -478,10 +587,12 @@ def check(devices, only, timeout, jobs, repeats, json_path, junit_path, markdown
         raise click.BadParameter(str(exc), param_hint="--only") from None
     if fail_on_drift and not baseline:
         raise click.UsageError("--fail-on-drift needs --baseline")
-    for path in (json_path, junit_path, markdown_path):
-        if path:
-            check_writable(path)
-    base = load_runs(baseline) if baseline else None
+    reports = [(kind, path) for kind, path in (("json", json_path), ("junit", junit_path),
+                                               ("markdown", markdown_path)) if path]
+    if output or fmt or not reports:  # the table goes to standard output unless only report files were named
+        reports.insert(0, (fmt or "table", output or "-"))
+    check_outputs([path for _, path in reports])
+    base = load_runs(baseline, max_size) if baseline else None
     chosen = parse_devices(devices)
     t0 = time.perf_counter()
     schedule: list = []
@@ -492,18 +603,27 @@ def check(devices, only, timeout, jobs, repeats, json_path, junit_path, markdown
     if profile:
         for line in profile_lines(schedule):
             say(line)
-    if not (json_path or junit_path or markdown_path):
-        click.echo(render(runs, "table"), nl=False)
-    if json_path:
-        atomic_write(json_path, dumps(runs, as_list=True) + "\n")
-    if junit_path:
-        atomic_write(junit_path, render(runs, "junit"))
-    if markdown_path:
-        atomic_write(markdown_path, summary_markdown(runs, drifted))
+    write_outputs(check_reports(runs, drifted, reports))
     for d in drifted or ():
-        say(f"drift: {drift_line(d)}")
+        say(one_line(f"drift: {drift_line(d)}"))
     if any(run.failed for run in runs) or (fail_on_drift and drifted):
         raise SystemExit(EXIT_FAILS)
+
+
+def check_reports(runs, drifted, reports: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(path, text) for each report check writes: json holds every run, markdown is the CI summary."""
+    from ctxlab.record import dumps
+    from ctxlab.report import render
+    from ctxlab.report.summary import summary_markdown
+
+    def text(fmt: str) -> str:
+        if fmt == "json":
+            return dumps(runs, as_list=True) + "\n"
+        if fmt == "markdown":
+            return summary_markdown(runs, drifted)
+        return render(runs, fmt)
+
+    return [(path, text(fmt)) for fmt, path in reports]
 
 
 @cli.group()
@@ -512,24 +632,37 @@ def report():
 
 
 @report.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None,
-              help="Write the matrix as Markdown here (default: print it).")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None, help="Write the matrix as HTML here.")
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["markdown", "html"]), default=None,
+              help="Format of the matrix --output gets: markdown (default) or a standalone HTML page.")
+@output_option
+@click.option("--markdown", "markdown_path", type=OutputPath(), default=None,
+              help="Also write the matrix as Markdown here.")
+@click.option("--html", "html_path", type=OutputPath(), default=None, help="Also write the matrix as HTML here.")
+@max_size_option
 @domain_errors
-def merge(files, markdown_path, html_path):
-    """One matrix of claims against runners (GPU, driver, runtime) from check results of several runners."""
-    from ctxlab.record import atomic_write, load_runs
-    from ctxlab.report.merge import render_html, render_markdown
+def merge(files, fmt, output, markdown_path, html_path, max_size):
+    """One matrix of claims against runners from the results of several runners.
 
-    loaded = [(path, load_runs(path)) for path in files]
-    text = render_markdown(loaded)
-    if markdown_path:
-        atomic_write(markdown_path, text)
-    if html_path:
-        atomic_write(html_path, render_html(loaded))
-    if not markdown_path:
-        click.echo(text, nl=False)
+    A column is one runner and device (hostname, device index, GPU UUID where
+    recorded, driver, runtime); files that share that key stay separate columns,
+    marked duplicate. Result files are data from other machines and are treated
+    as untrusted. Exit status 1 when any cell fails or errs; all outputs are
+    written, or none.
+    """
+    from ctxlab.loading import load_runs
+    from ctxlab.output import check_outputs, write_outputs
+    from ctxlab.report.merge import failing, render_html, render_markdown
+
+    reports = [(kind, path) for kind, path in (("markdown", markdown_path), ("html", html_path)) if path]
+    if output or fmt or not markdown_path:  # the Markdown goes to standard output unless it went to a file
+        reports.insert(0, (fmt or "markdown", output or "-"))
+    check_outputs([path for _, path in reports])
+    loaded = [(path, load_runs(path, max_size)) for path in files]
+    render = {"markdown": render_markdown, "html": render_html}
+    write_outputs([(path, render[kind](loaded)) for kind, path in reports])
+    if failing(loaded):
+        raise SystemExit(EXIT_FAILS)
 
 
 def main():

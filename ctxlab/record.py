@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 SCHEMA = "ctxlab/1"
@@ -151,54 +149,28 @@ def dumps(runs: list[LabResult], as_list: bool = False) -> str:
 
 
 def parse_runs(data: Any, origin: str = "<data>") -> list[LabResult]:
-    if not isinstance(data, dict):
-        raise ResultFileError(f"{origin}: expected a JSON object, found {type(data).__name__}")
-    schema = data.get("schema")
-    if schema != SCHEMA:
-        raise ResultFileError(f"{origin}: schema {schema!r} is not {SCHEMA!r}; this ctxlab reads {SCHEMA} only")
-    items = data["runs"] if "runs" in data else [data]
-    runs = []
-    for index, item in enumerate(items):
-        try:
-            runs.append(LabResult.from_dict(item))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ResultFileError(f"{origin}: run {index} is malformed ({type(exc).__name__}: {exc})") from None
-    return runs
+    """Records from a decoded ctxlab/1 document, its shape checked first (``ctxlab.shapes``)."""
+    from ctxlab.shapes import runs_from_document
+
+    return runs_from_document(data, origin)
 
 
 def load_runs(path: str | os.PathLike) -> list[LabResult]:
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ResultFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ResultFileError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    return parse_runs(data, str(path))
+    """The runs in a result file, read within the default size limit (``ctxlab.loading``)."""
+    from ctxlab.loading import load_runs as load
+
+    return load(path)
 
 
 def atomic_write(path: str | os.PathLike, text: str) -> None:
-    """Write to a temporary file beside the target, then rename: never half a file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write a report through the one output writer (``ctxlab.output``): never half a file."""
+    from ctxlab.output import write_output
+
+    write_output(os.fspath(path), text)
 
 
 def check_writable(path: str | os.PathLike) -> None:
     """Fail before a long run, not after it, when an output path cannot be written."""
-    path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise OSError(f"{path} is a directory")
-    if not parent.is_dir():
-        raise OSError(f"{parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise OSError(f"{parent} is not writable")
+    from ctxlab.output import check_writable as check
+
+    check(os.fspath(path))

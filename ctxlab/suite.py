@@ -20,7 +20,7 @@ from ctxlab.harness.pool import Scheduled, critical_path, run_plans
 from ctxlab.harness.runner import plan
 from ctxlab.lab import DEFAULT_REPEATS
 from ctxlab.labs import LABS, get_lab
-from ctxlab.record import FAILING, LabResult
+from ctxlab.record import LabResult
 
 
 def _error_result(name: str, device: int, exc: BaseException, seconds: float) -> LabResult:
@@ -150,37 +150,3 @@ def drift(runs: list[LabResult], baseline: list[LabResult]) -> list[dict]:
             elif claim.verdict == "observed" and normalize(prior.evidence) != normalize(claim.evidence):
                 out.append(_change(run, claim.id, "observed outcome", was=prior.evidence, now=claim.evidence))
     return out
-
-
-def drift_line(d: dict) -> str:
-    """One drift as a line: what, how, now and before."""
-    now = f": now {d['now']}" if "now" in d else ""
-    was = f" (was {d['was']})" if "was" in d else ""
-    return f"{d['item']} on GPU {d['device']}: {d['change']}{now}{was}"
-
-
-def summary_markdown(runs: list[LabResult], drifted: list[dict] | None = None) -> str:
-    """A CI step summary: verdict counts, what failed, what drifted."""
-    from ctxlab.report.text import environment_line, verdict_counts
-
-    lines = ["# ctxlab check", ""]
-    lines += ["| lab | GPU | verdicts | errors | seconds |", "|---|---|---|---|---|"]
-    for run in runs:
-        counts = ", ".join(f"{n} {v}" for v, n in sorted(verdict_counts(run).items())) or "none"
-        lines.append(f"| {run.lab} | {environment_line(run) or run.environment.get('device')} | {counts} | "
-                     f"{len(run.errors)} | {run.seconds:.2f} |")
-    failures = [(run.lab, c) for run in runs for c in run.claims if c.verdict in FAILING]
-    errors = [(run.lab, e) for run in runs for e in run.errors]
-    lines += ["", "## Failures", ""]
-    if not failures and not errors:
-        lines.append("None: no documented claim failed and every lab ran.")
-    for lab, claim in failures:
-        lines.append(f"- **{claim.id}** ({lab}, {claim.verdict}): {claim.evidence} (source: {claim.source})")
-    for lab, error in errors:
-        lines.append(f"- **{lab}** error in {error.get('scenario')}: {error.get('kind')}: {error.get('message')}")
-    if drifted is not None:
-        lines += ["", "## Drift against the baseline", ""]
-        if not drifted:
-            lines.append("None.")
-        lines += [f"- {drift_line(d)}" for d in drifted]
-    return "\n".join(lines) + "\n"

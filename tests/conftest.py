@@ -35,3 +35,18 @@ def pytest_collection_modifyitems(config, items):
 def recorded(name: str) -> dict:
     """A result recorded on a real GPU, committed under labs/results/."""
     return json.loads((RESULTS / name).read_text())
+
+
+@pytest.fixture
+def fake_registry(monkeypatch):
+    """The test-only labs of tests/fake_labs stand in for the real ones; no GPU needed (device 0 stands in)."""
+    import ctxlab.cli
+    import ctxlab.labs
+    import ctxlab.suite
+    from tests.fake_labs import REGISTRY
+
+    monkeypatch.setattr(ctxlab.labs, "LABS", REGISTRY)
+    monkeypatch.setattr(ctxlab.suite, "LABS", REGISTRY)
+    real = ctxlab.cli.parse_devices
+    # Malformed lists still go through the parser.
+    monkeypatch.setattr("ctxlab.cli.parse_devices", lambda text: [0] if text in ("0", "all") else real(text))

@@ -3,11 +3,11 @@ import dataclasses
 import pytest
 from click.testing import CliRunner
 
-from ctxlab import suite as check_module
 from ctxlab.cli import cli
 from ctxlab.record import dumps, parse_runs
 from ctxlab.report.merge import render_html, render_markdown
-from ctxlab.suite import drift, normalize, run_check, summary_markdown
+from ctxlab.report.summary import summary_markdown
+from ctxlab.suite import drift, normalize, run_check
 from tests.conftest import recorded
 from tests.fake_labs import REGISTRY
 
@@ -104,19 +104,6 @@ def test_merge_cli(tmp_path):
                                 catch_exceptions=False)
     assert result.exit_code == 0 and "| refcount.runtime-holds-reference |" in result.output
     assert (tmp_path / "m.html").read_text().startswith("<!doctype html>")
-
-
-@pytest.fixture
-def fake_registry(monkeypatch):
-    import ctxlab.labs
-
-    monkeypatch.setattr(ctxlab.labs, "LABS", REGISTRY)
-    monkeypatch.setattr(check_module, "LABS", REGISTRY)
-    import ctxlab.cli
-
-    real = ctxlab.cli.parse_devices
-    # No GPU needed for the fake labs: device 0 stands in, but malformed lists still go through the parser.
-    monkeypatch.setattr("ctxlab.cli.parse_devices", lambda text: [0] if text in ("0", "all") else real(text))
 
 
 def invoke(*args):

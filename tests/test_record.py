@@ -52,9 +52,9 @@ def test_unknown_verdict_is_rejected():
 
 @pytest.mark.parametrize("text, message", [
     ("{not json", "not JSON"),
-    ('{"schema": "ctxlab/0", "lab": "x"}', "schema 'ctxlab/0'"),
+    ('{"schema": "ctxlab/0", "lab": "x"}', 'schema "ctxlab/0" is not "ctxlab/1"'),
     ('[1, 2]', "expected a JSON object"),
-    ('{"schema": "ctxlab/1", "lab": "x"}', "run 0 is malformed"),
+    ('{"schema": "ctxlab/1", "lab": "x"}', 'no "started" field'),
 ])
 def test_bad_files_give_clear_errors(tmp_path, text, message):
     path = tmp_path / "bad.json"

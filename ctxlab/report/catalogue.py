@@ -13,11 +13,11 @@ def render_catalogue(entries: list[dict], fmt: str) -> str:
     if fmt == "json":
         return json.dumps({"claims": entries}, indent=2) + "\n"
     if fmt == "markdown":
-        from ctxlab.report.markdown import _cell
+        from ctxlab.report.escape import markdown as md
 
         lines = ["| id | kind | statement | decided by | source |", "|---|---|---|---|---|"]
-        lines += [f"| {_cell(e['id'])} | {e['kind']} | {_cell(e['statement'])} | {_cell(', '.join(e['scenarios']))} "
-                  f"| {_cell(e['source'])} |" for e in entries]
+        lines += [f"| {md(e['id'])} | {md(e['kind'])} | {md(e['statement'])} | {md(', '.join(e['scenarios']))} "
+                  f"| {md(e['source'])} |" for e in entries]
         return "\n".join(lines) + "\n"
     if fmt == "table":
         from rich.console import Console
@@ -27,8 +27,10 @@ def render_catalogue(entries: list[dict], fmt: str) -> str:
         table = Table(title=f"{len(entries)} claims")
         for column in ("id", "kind", "statement", "decided by"):
             table.add_column(column, overflow="fold")
+        from ctxlab.report.escape import terminal
+
         for e in entries:
-            table.add_row(*(Text(str(v)) for v in (e["id"], e["kind"], e["statement"], ", ".join(e["scenarios"]))))
+            table.add_row(*(Text(terminal(v)) for v in (e["id"], e["kind"], e["statement"], ", ".join(e["scenarios"]))))
         buffer = io.StringIO()
         Console(file=buffer, width=160, force_terminal=False, color_system=None).print(table)
         return buffer.getvalue()

@@ -1,7 +1,9 @@
 """JUnit XML through junitparser: one testcase per claim, the environment as properties.
 
-``fails`` is a failure; ``skipped`` a skip with its reason; a scenario that
-crashed in its child process is an error; other verdicts pass.
+``fails`` is a failure and ``error`` an error; ``skipped`` a skip with its reason; a
+scenario that crashed in its child process is an error; other verdicts pass. Every
+text from the record goes through ``escape.xml``: characters XML cannot hold are
+dropped, and junitparser escapes the rest.
 """
 
 from __future__ import annotations
@@ -9,37 +11,46 @@ from __future__ import annotations
 from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 from ctxlab.record import LabResult
+from ctxlab.report.escape import xml
 
 
 def suite_for(run: LabResult) -> TestSuite:
-    suite = TestSuite(f"ctxlab.{run.lab}")
-    suite.timestamp = run.started
+    suite = TestSuite(xml(f"ctxlab.{run.lab}"))
+    suite.timestamp = xml(run.started)
+    classname = xml(f"ctxlab.{run.lab}")
     for key, value in sorted(run.environment.items()):
-        suite.add_property(key, str(value))
+        suite.add_property(xml(key), xml(value))
     for claim in run.claims:
-        case = TestCase(claim.id, classname=f"ctxlab.{run.lab}")
+        case = TestCase(xml(claim.id), classname=classname)
         if claim.verdict == "fails":
-            case.result = [Failure(claim.evidence, "fails")]
+            case.result = [Failure(xml(claim.evidence), "fails")]
+        elif claim.verdict == "error":
+            case.result = [Error(xml(claim.evidence), "error")]
         elif claim.verdict == "skipped":
-            case.result = [Skipped(claim.evidence)]
-        case.system_out = f"{claim.verdict}: {claim.evidence}\nstatement: {claim.statement}\nsource: {claim.source}"
+            case.result = [Skipped(xml(claim.evidence))]
+        case.system_out = xml(f"{claim.verdict}: {claim.evidence}\nstatement: {claim.statement}\n"
+                              f"source: {claim.source}")
         suite.add_testcase(case)
     for error in run.errors:
-        case = TestCase(f"{run.lab}.{error.get('scenario', 'run')}", classname=f"ctxlab.{run.lab}")
-        case.result = [Error(error.get("message", "error"), error.get("kind", "error"))]
+        scenario = error.get("scenario") or "run"
+        case = TestCase(xml(f"{run.lab}.{scenario}"), classname=classname)
+        case.result = [Error(xml(error.get("message") or "error"), xml(error.get("kind") or "error"))]
+        seconds = run.timings.get(scenario)
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+            case.time = round(float(seconds), 3)  # how long the scenario ran before it crashed or timed out
         if error.get("output_tail"):
-            case.system_err = error["output_tail"]
+            case.system_err = xml(error["output_tail"])
         suite.add_testcase(case)
     suite.time = round(run.seconds, 3)
     return suite
 
 
 def render_junit(runs: list[LabResult]) -> str:
-    xml = JUnitXml("ctxlab")
+    out = JUnitXml("ctxlab")
     for run in runs:
-        xml.add_testsuite(suite_for(run))
-    xml.update_statistics()
-    text = xml.tostring()
+        out.add_testsuite(suite_for(run))
+    out.update_statistics()
+    text = out.tostring()
     text = text.decode() if isinstance(text, bytes) else text
     if not text.startswith("<?xml"):
         text = '<?xml version="1.0" encoding="utf-8"?>\n' + text

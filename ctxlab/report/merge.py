@@ -1,57 +1,154 @@
-"""``ctxlab report merge``: one matrix of claims against runners, from several check results."""
+"""``ctxlab report merge``: one matrix of claims against runners, from the results of several.
+
+A column is one runner and device: hostname, device index, GPU UUID (where the
+environment records one), driver and runtime. Nothing is hidden: two files (or two
+runs in one file) with the same key become two columns marked as duplicates, and a
+failing verdict stands out in its row and fails the merge (exit status 1).
+"""
 
 from __future__ import annotations
 
-import html
+from dataclasses import dataclass, field
 
-from ctxlab.record import LabResult
+from ctxlab.record import FAILING, LabResult
+from ctxlab.report import escape
+
+LEGEND = [
+    ("holds", "the documented promise held"),
+    ("fails", "a documented promise is broken (the merge exits 1)"),
+    ("error", "the experiment or a scenario broke: crashed or timed out (the merge exits 1)"),
+    ("changed", "the old text says otherwise and current documentation agrees with what was seen"),
+    ("observed", "nothing is promised; what happened is recorded"),
+    ("skipped", "not run here, for the reason in the result file"),
+    ("-", "this runner has no result for this claim"),
+]
+KEY_NOTE = ("A column is one runner and device: hostname, device index, GPU UUID (where recorded), driver and "
+            "runtime. Columns marked duplicate share that key: they come from different files or runs and are "
+            "shown side by side, never merged.")
+COLOUR = {"holds": "#cfc", "fails": "#f99", "changed": "#ffc", "observed": "#cef", "skipped": "#eee",
+          "error": "#f66"}
 
 
-def runner_label(run: LabResult) -> str:
+def runner_key(run: LabResult) -> tuple[str, str, str, str, str]:
+    """(hostname, device index, GPU UUID or "", driver, runtime): what tells two runners apart."""
     env = run.environment
-    return (f"{env.get('gpu', '?')} / driver {env.get('driver_version', '?')} / runtime "
-            f"{env.get('runtime_version', '?')} / {env.get('hostname', '?')}")
+    device = env.get("device", run.options.get("device"))
+    uuid = env.get("gpu_uuid") or env.get("uuid") or ""
+    return (str(env.get("hostname", "?")), "?" if device is None else str(device), str(uuid),
+            str(env.get("driver_version", "?")), str(env.get("runtime_version", "?")))
 
 
-def matrix(files: list[tuple[str, list[LabResult]]]) -> tuple[list[str], list[str], dict]:
-    """(runners, claim ids, {(claim, runner): verdict}); a lab error shows as ``error``."""
-    runners: list[str] = []
-    claims: list[str] = []
+@dataclass
+class Column:
+    key: tuple[str, ...]
+    gpu: str
+    origin: str
+    copy: int = 1     # which of the columns sharing this key
+    copies: int = 1
+    rows: set = field(default_factory=set)
+
+    def label(self) -> str:
+        host, device, uuid, driver, runtime = self.key
+        gpu = f"{self.gpu} {uuid}".strip() if uuid else self.gpu
+        text = f"{host} GPU {device} ({gpu}) / driver {driver} / runtime {runtime}"
+        if self.copies > 1:
+            text += f" [duplicate key {self.copy} of {self.copies}, from {self.origin}]"
+        return text
+
+
+@dataclass
+class Matrix:
+    columns: list[Column]
+    rows: list[str]
+    cells: dict  # (row, column index) -> verdict
+
+    def failing(self) -> list[tuple[str, Column, str]]:
+        """Every (row, column, verdict) whose verdict fails the gate."""
+        return [(row, self.columns[c], v) for (row, c), v in self.cells.items() if v in FAILING]
+
+
+def _row_keys(run: LabResult) -> list[tuple[str, str]]:
+    rows = [(claim.id, claim.verdict) for claim in run.claims]
+    if run.errors:
+        rows.append((f"{run.lab} (lab errors)", "error"))
+    return rows
+
+
+def matrix(files: list[tuple[str, list[LabResult]]]) -> Matrix:
+    """Place every run's verdicts; a run joins a column only where it replaces nothing."""
+    columns: list[Column] = []
+    rows: list[str] = []
     cells: dict = {}
-    for _, runs in files:
+    for origin, runs in files:
         for run in runs:
-            runner = runner_label(run)
-            if runner not in runners:
-                runners.append(runner)
-            for claim in run.claims:
-                if claim.id not in claims:
-                    claims.append(claim.id)
-                cells[(claim.id, runner)] = claim.verdict
-            if run.errors:
-                key = f"{run.lab} (lab errors)"
-                if key not in claims:
-                    claims.append(key)
-                cells[(key, runner)] = "error"
-    return runners, claims, cells
+            key = runner_key(run)
+            entries = _row_keys(run)
+            names = {row for row, _ in entries}
+            index = next((i for i, col in enumerate(columns)
+                          if col.key == key and col.origin == origin and not col.rows & names), None)
+            if index is None:
+                columns.append(Column(key, str(run.environment.get("gpu", "?")), origin))
+                index = len(columns) - 1
+            columns[index].rows |= names
+            for row, verdict in entries:
+                if row not in rows:
+                    rows.append(row)
+                cells[(row, index)] = verdict
+    for shared in {col.key for col in columns}:
+        same = [col for col in columns if col.key == shared]
+        for number, col in enumerate(same, 1):
+            col.copy, col.copies = number, len(same)
+    return Matrix(columns, rows, cells)
 
 
-def render_markdown(files) -> str:
-    runners, claims, cells = matrix(files)
-    lines = ["| claim | " + " | ".join(runners) + " |", "|---|" + "---|" * len(runners)]
-    for claim in claims:
-        lines.append(f"| {claim} | " + " | ".join(cells.get((claim, r), "-") for r in runners) + " |")
+def failing(files: list[tuple[str, list[LabResult]]]) -> bool:
+    """True when any cell of the merged matrix fails the gate."""
+    return bool(matrix(files).failing())
+
+
+def render_markdown(files: list[tuple[str, list[LabResult]]]) -> str:
+    """The matrix as a Markdown table, with the failures listed and a legend."""
+    m = matrix(files)
+    if not m.columns:
+        return "No runs in the given files: nothing to merge.\n"
+    md = escape.markdown
+    lines = ["| claim | " + " | ".join(md(col.label()) for col in m.columns) + " |",
+             "|---|" + "---|" * len(m.columns)]
+    for row in m.rows:
+        cells = []
+        for c in range(len(m.columns)):
+            verdict = m.cells.get((row, c), "-")
+            cells.append(f"**{md(verdict)}**" if verdict in FAILING else md(verdict))
+        lines.append(f"| {md(row)} | " + " | ".join(cells) + " |")
+    bad = m.failing()
+    lines += ["", f"**{len(bad)} failing:**" if bad else "Nothing fails."]
+    lines += [f"- **{md(v)}**: {md(row)} on {md(col.label())}" for row, col, v in bad]
+    lines += ["", "Legend: " + "; ".join(f"**{md(v)}**: {md(text)}" for v, text in LEGEND) + ".", "",
+              md(KEY_NOTE)]
     return "\n".join(lines) + "\n"
 
 
-def render_html(files) -> str:
-    runners, claims, cells = matrix(files)
-    colour = {"holds": "#cfc", "fails": "#f99", "changed": "#ffc", "observed": "#cef", "skipped": "#eee",
-              "error": "#f66"}
-    head = "".join(f"<th>{html.escape(r)}</th>" for r in runners)
+def render_html(files: list[tuple[str, list[LabResult]]]) -> str:
+    """The matrix as a standalone HTML page, coloured by verdict, with the failures and a legend."""
+    m = matrix(files)
+    h = escape.html
+    head = "<!doctype html><meta charset=utf-8><title>ctxlab matrix</title>"
+    if not m.columns:
+        return head + "<p>No runs in the given files: nothing to merge.</p>\n"
+    ths = "".join(f"<th>{h(col.label())}</th>" for col in m.columns)
     rows = []
-    for claim in claims:
-        tds = "".join(f'<td style="background:{colour.get(cells.get((claim, r)), "#fff")}">'
-                      f"{html.escape(cells.get((claim, r), '-'))}</td>" for r in runners)
-        rows.append(f"<tr><th>{html.escape(claim)}</th>{tds}</tr>")
-    return ("<!doctype html><meta charset=utf-8><title>ctxlab matrix</title>"
-            f"<table border=1 cellspacing=0 cellpadding=4><tr><th>claim</th>{head}</tr>{''.join(rows)}</table>\n")
+    for row in m.rows:
+        tds = []
+        for c in range(len(m.columns)):
+            verdict = m.cells.get((row, c), "-")
+            text = f"<b>{h(verdict)}</b>" if verdict in FAILING else h(verdict)
+            tds.append(f'<td style="background:{COLOUR.get(verdict, "#fff")}">{text}</td>')
+        rows.append(f"<tr><th>{h(row)}</th>{''.join(tds)}</tr>")
+    bad = m.failing()
+    summary = (f"<p><b>{len(bad)} failing:</b></p><ul>"
+               + "".join(f"<li><b>{h(v)}</b>: {h(row)} on {h(col.label())}</li>" for row, col, v in bad) + "</ul>"
+               if bad else "<p>Nothing fails.</p>")
+    legend = "".join(f'<li><span style="background:{COLOUR.get(v, "#fff")}">{h(v)}</span>: {h(text)}</li>'
+                     for v, text in LEGEND)
+    return (f"{head}<table border=1 cellspacing=0 cellpadding=4><tr><th>claim</th>{ths}</tr>{''.join(rows)}"
+            f"</table>{summary}<h2>Legend</h2><ul>{legend}</ul><p>{h(KEY_NOTE)}</p>\n")

@@ -1,18 +1,52 @@
-"""Shared wording for the reporters: how a value, a context and an environment read."""
+"""Shared wording for the reporters: how a value, a figure, a context and an environment read."""
 
 from __future__ import annotations
 
 import json
+import re
 
 from ctxlab.record import LabResult, Observation
 
-VERDICT_STYLE = {"holds": "green", "fails": "bold red", "changed": "yellow", "observed": "cyan", "skipped": "dim",
-                 "error": "bold magenta"}
+VERDICT_STYLE = {"holds": "green", "fails": "bold red", "error": "bold red", "changed": "yellow", "observed": "cyan",
+                 "skipped": "dim"}
+
+# Values recorded under these names are handles and addresses: always shown in hex.
+_HANDLE_KEY = re.compile(r"context|current|primary|pointer|handle|address|stream|kernel|function|global|module|"
+                         r"library|ctx|attached|bound|created", re.I)
+_NOT_HANDLE_KEY = re.compile(r"sum|count|bytes|size|value|expected|retain|flags|version|(^|_)id$", re.I)
+
+
+def is_handle_key(key: object) -> bool:
+    """True when a value's name says it is a handle or an address."""
+    return isinstance(key, str) and bool(_HANDLE_KEY.search(key)) and not _NOT_HANDLE_KEY.search(key)
+
+
+def hexify(value, key: object = None):
+    """``value`` with every integer recorded under a handle's name written in hex."""
+    if isinstance(value, dict):
+        return {k: hexify(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [hexify(v, key) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0 and is_handle_key(key):
+        return f"{value:#x}"
+    return value
 
 
 def short(value, limit: int = 90) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    """A value on one line, cut at ``limit`` characters; handles in hex."""
+    text = value if isinstance(value, str) else json.dumps(hexify(value), default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def figure(value) -> str:
+    """A measured figure: rates and times to a sensible precision, not 13 decimals."""
+    if isinstance(value, float):
+        if abs(value) >= 100:
+            return f"{value:,.1f}"
+        return f"{value:.3g}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return short(value)
 
 
 def context_label(obs: Observation) -> str:
@@ -29,7 +63,7 @@ def environment_line(run: LabResult) -> str:
              f"runtime {env['runtime_version']}" if env.get("runtime_version") else None,
              f"cupy {env['cupy']}" if env.get("cupy") else None,
              f"cuda-bindings {env['cuda_bindings']}" if env.get("cuda_bindings") else None]
-    return ", ".join(p for p in parts if p)
+    return ", ".join(str(p) for p in parts if p)
 
 
 def verdict_counts(run: LabResult) -> dict[str, int]:
@@ -44,11 +78,12 @@ def lab_views(run: LabResult) -> dict[str, tuple[str, ...]]:
     return {kind: tuple(fields) for kind, fields in run.views.items()}
 
 
-def cell(value) -> str:
+def cell(value, key: object = None) -> str:
+    """One value in a step table's column named ``key``."""
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, int) and value > 0xFFFFF:
+    if isinstance(value, int) and value > 0 and is_handle_key(key):
         return f"{value:#x}"
     return short(value, 60)

@@ -1,0 +1,205 @@
+"""The one output writer: every command's reports go through ``write_outputs``.
+
+- ``-`` is standard output.
+- A path that exists and is not a regular file (``/dev/null``, ``/dev/full``, a FIFO), or
+  that names an open file (``/dev/stdout``, ``/proc/self/fd/1``), is written in place:
+  replacing it would destroy a device node or a pipe, or cut a shell's redirection.
+- A regular file (or a new one) is written to a temporary file beside it and renamed
+  over it, so a reader never sees half a report; it keeps the mode of the file it
+  replaces, and a new file gets the mode the umask gives.
+- A symlink is followed: its target is replaced, the link stays.
+- Errors name the path the user gave, never the temporary file.
+- Several outputs are written all or none: every file is staged and every in-place
+  target written before the first rename.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+
+STDOUT = "-"
+
+
+class OutputError(OSError):
+    """An output that cannot be written; the message names the user's path."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def _umask_mode() -> int:
+    """The mode a new file gets here (0o666 less the umask)."""
+    try:  # Linux says it without changing it
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _umask_lock:  # elsewhere os.umask can only be read by setting it
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return 0o666 & ~mask
+
+
+_umask_lock = threading.Lock()
+# /dev/stdout, /dev/fd/N and /proc/self/fd/N name an open file of this process: never replace it.
+_OPEN_FILE_NAMES = ("/dev/", "/proc/")
+
+
+def _existing_special(path: str) -> bool:
+    """True for a path to write in place: it exists and is not a regular file, or it names an open file."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise OutputError(path, _reason(exc)) from None
+    if stat.S_ISDIR(mode):
+        raise OutputError(path, "is a directory")
+    return not stat.S_ISREG(mode) or os.path.abspath(path).startswith(_OPEN_FILE_NAMES)
+
+
+def check_writable(path: str) -> None:
+    """Fail before a long run, not after it, when an output path cannot be written."""
+    if not path:
+        raise OutputError("''", "empty output path (give a file name, or - for standard output)")
+    if path == STDOUT:
+        return
+    if _existing_special(path):
+        if not os.access(path, os.W_OK):
+            raise OutputError(path, "not writable")
+        return
+    target = os.path.realpath(path)
+    parent = os.path.dirname(target) or "."
+    if not os.path.isdir(parent):
+        raise OutputError(path, f"directory {os.path.dirname(path) or parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise OutputError(path, f"directory {os.path.dirname(path) or parent} is not writable")
+
+
+@dataclass
+class _Staged:
+    path: str     # as the user gave it
+    target: str   # the regular file the rename replaces (symlinks resolved)
+    tmp: str
+
+
+def _stage(path: str, text: str) -> _Staged:
+    """Write ``text`` to a temporary file beside the file ``path`` names, with the mode it will keep."""
+    target = os.path.realpath(path)
+    directory = os.path.dirname(target) or "."
+    try:
+        old = os.stat(target)
+    except FileNotFoundError:
+        old = None
+    except OSError as exc:
+        raise OutputError(path, _reason(exc)) from None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
+    except FileNotFoundError:
+        raise OutputError(path, f"directory {os.path.dirname(path) or directory} does not exist") from None
+    except OSError as exc:
+        raise OutputError(path, _reason(exc)) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+            if old is not None:
+                try:  # keep the owner too where we may (root replacing another user's file)
+                    os.fchown(handle.fileno(), old.st_uid, old.st_gid)
+                except OSError:
+                    pass
+                os.fchmod(handle.fileno(), stat.S_IMODE(old.st_mode))  # after chown, which may clear set-id bits
+            else:
+                os.fchmod(handle.fileno(), _umask_mode())
+    except OSError as exc:
+        _discard(tmp)
+        raise OutputError(path, _reason(exc)) from None
+    except BaseException:
+        _discard(tmp)
+        raise
+    return _Staged(path, target, tmp)
+
+
+def _discard(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
+
+
+def _write_in_place(path: str, text: str) -> None:
+    """Write into an existing device, FIFO or /dev/stdout without replacing it."""
+    try:  # append: /dev/stdout may be a file the shell opened, with this process's output already in it
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise OutputError(path, _reason(exc)) from None
+
+
+def _write_stdout(text: str) -> None:
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as exc:
+        raise OutputError(STDOUT, _reason(exc)) from None
+
+
+def check_outputs(paths: list[str]) -> None:
+    """``check_writable`` for each path, and no file named twice (one report would overwrite the other)."""
+    seen: dict[str, str] = {}
+    for path in paths:
+        check_writable(path)
+        if path == STDOUT:
+            continue
+        key = os.path.realpath(path)
+        if key in seen:
+            raise OutputError(path, f"named twice (also as {seen[key]})" if seen[key] != path else "named twice")
+        seen[key] = path
+
+
+def write_outputs(outputs: list[tuple[str, str]]) -> None:
+    """Write each (path, text), all or none: see the module docstring for what a path may be."""
+    check_outputs([path for path, _ in outputs])
+    staged: list[_Staged] = []
+    try:
+        for path, text in outputs:
+            if path != STDOUT and not _existing_special(path):
+                staged.append(_stage(path, text))
+        # In-place targets cannot be taken back: write them once every file is staged.
+        for path, text in outputs:
+            if path != STDOUT and _existing_special(path):
+                _write_in_place(path, text)
+        for item in staged:
+            try:
+                os.replace(item.tmp, item.target)
+            except OSError as exc:
+                raise OutputError(item.path, _reason(exc)) from None
+        staged = []
+    finally:
+        for item in staged:
+            _discard(item.tmp)
+    for path, text in outputs:
+        if path == STDOUT:
+            _write_stdout(text)
+
+
+def write_output(path: str, text: str) -> None:
+    """Write one report: ``-`` to standard output, anything else as ``write_outputs`` does."""
+    write_outputs([(path, text)])

@@ -1,0 +1,149 @@
+"""The shape of a ctxlab/1 document, checked before records are built from it.
+
+A file from another machine may hold anything; the reporters may then rely on
+every field having its documented type. Each error names where it is, as a path
+from the document's root (``runs[2].claims[0].verdict``), and quotes file
+content only through ``inert`` so that the message stays one harmless line.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ctxlab import record
+from ctxlab.record import LabResult, ResultFileError
+
+# Records nest 5 levels (runs, run, observations, observation, value); a value may nest
+# further, but nothing a lab records comes near this.
+MAX_DEPTH = 64
+
+_TYPE_NAMES = {type(None): "null", bool: "a boolean", int: "a number", float: "a number", str: "a string",
+               list: "a list", dict: "a JSON object"}
+
+
+def type_name(value: Any) -> str:
+    """What a JSON value is, in JSON's words (null, a string, a list...)."""
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def inert(value: Any, limit: int = 60) -> str:
+    """File content quoted for a one-line message: JSON with every control character escaped, cut short."""
+    text = json.dumps(value, ensure_ascii=True, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _Shape:
+    """Checks one document, collecting the path to where it is."""
+
+    def __init__(self, origin: str):
+        self.origin = origin
+
+    def fail(self, where: str, problem: str):
+        raise ResultFileError(f"{self.origin}: {where}: {problem}" if where else f"{self.origin}: {problem}")
+
+    def obj(self, value: Any, where: str) -> dict:
+        if not isinstance(value, dict):
+            self.fail(where, f"expected a JSON object, found {type_name(value)}")
+        return value
+
+    def array(self, value: Any, where: str) -> list:
+        if not isinstance(value, list):
+            self.fail(where, f"expected a list, found {type_name(value)}")
+        return value
+
+    def field(self, data: dict, key: str, where: str, kind: str, required: bool = True,
+              nullable: bool = False) -> None:
+        """``data[key]`` is of ``kind`` (str, int, number, object, list); may be absent unless required."""
+        at = f"{where}.{key}" if where else key
+        if key not in data:
+            if required:
+                self.fail(where, f"no {json.dumps(key)} field")
+            return
+        value = data[key]
+        if value is None and nullable:
+            return
+        ok = {"str": isinstance(value, str),
+              "int": isinstance(value, int) and not isinstance(value, bool),
+              "number": isinstance(value, (int, float)) and not isinstance(value, bool),
+              "object": isinstance(value, dict),
+              "list": isinstance(value, list)}[kind]
+        if not ok:
+            wanted = {"str": "a string", "int": "an integer", "number": "a number", "object": "a JSON object",
+                      "list": "a list"}[kind]
+            self.fail(at, f"expected {wanted}{' or null' if nullable else ''}, found {type_name(value)}")
+
+    def run(self, data: Any, where: str) -> None:
+        data = self.obj(data, where)
+        prefix = f"{where}." if where else ""
+        for key in ("lab", "started"):
+            self.field(data, key, where, "str")
+        self.field(data, "seconds", where, "number")
+        self.field(data, "environment", where, "object")
+        self.field(data, "options", where, "object", required=False)
+        self.field(data, "metrics", where, "object", required=False)
+        self.field(data, "timings", where, "object", required=False)
+        self.field(data, "trace", where, "list", required=False)
+        self.field(data, "views", where, "object", required=False)
+        for kind, fields in data.get("views", {}).items():
+            for index, name in enumerate(self.array(fields, f"{prefix}views.{kind}")):
+                if not isinstance(name, str):
+                    self.fail(f"{prefix}views.{kind}[{index}]", f"expected a string, found {type_name(name)}")
+        for index, flag in enumerate(self.array(data.get("flags", []), f"{prefix}flags")):
+            self.field(self.obj(flag, f"{prefix}flags[{index}]"), "flag", f"{prefix}flags[{index}]", "str")
+        for index, obs in enumerate(self.array(data.get("observations"), f"{prefix}observations")):
+            self.observation(obs, f"{prefix}observations[{index}]")
+        for index, claim in enumerate(self.array(data.get("claims"), f"{prefix}claims")):
+            self.claim(claim, f"{prefix}claims[{index}]")
+        for index, error in enumerate(self.array(data.get("errors", []), f"{prefix}errors")):
+            error = self.obj(error, f"{prefix}errors[{index}]")
+            for key in ("scenario", "kind", "message", "output_tail"):
+                self.field(error, key, f"{prefix}errors[{index}]", "str", required=False, nullable=True)
+
+    def observation(self, data: Any, where: str) -> None:
+        data = self.obj(data, where)
+        for key in ("step", "thread", "what"):
+            self.field(data, key, where, "str")
+        for key in ("context_id", "context", "round", "repeat"):
+            self.field(data, key, where, "int", required=False, nullable=True)
+        self.field(data, "scenario", where, "str", required=False, nullable=True)
+        self.field(data, "events", where, "list", required=False)
+
+    def claim(self, data: Any, where: str) -> None:
+        data = self.obj(data, where)
+        for key in ("id", "statement", "source", "verdict", "evidence"):
+            self.field(data, key, where, "str")
+        if data["verdict"] not in record.VERDICTS:  # read now: the list of verdicts grows
+            self.fail(f"{where}.verdict", f"{inert(data['verdict'])} is not one of {', '.join(record.VERDICTS)}")
+        if data.get("kind", "observation") not in record.KINDS:
+            self.fail(f"{where}.kind", f"{inert(data['kind'])} is not one of {', '.join(record.KINDS)}")
+
+
+def check_document(data: Any, origin: str) -> list[dict]:
+    """The run objects of a ctxlab/1 document, each checked; ResultFileError naming where one is wrong."""
+    shape = _Shape(origin)
+    shape.obj(data, "")
+    if "schema" not in data:
+        shape.fail("", f"no \"schema\" field: not a ctxlab result file (this ctxlab reads {record.SCHEMA})")
+    if data["schema"] != record.SCHEMA:
+        shape.fail("", f"schema {inert(data['schema'])} is not {json.dumps(record.SCHEMA)}; "
+                       f"this ctxlab reads {record.SCHEMA} only")
+    if "runs" not in data:
+        shape.run(data, "")
+        return [data]
+    runs = shape.array(data["runs"], "runs")
+    for index, item in enumerate(runs):
+        shape.run(item, f"runs[{index}]")
+    return runs
+
+
+def runs_from_document(data: Any, origin: str) -> list[LabResult]:
+    """Records from a decoded document, after its shape is checked."""
+    runs = []
+    for index, item in enumerate(check_document(data, origin)):
+        try:
+            runs.append(LabResult.from_dict(item))
+        except (KeyError, TypeError, ValueError) as exc:  # a rule the records add that the shape check lacks
+            where = f"runs[{index}]" if "runs" in data else "run"
+            raise ResultFileError(f"{origin}: {where} is malformed: {inert(str(exc), 120)}") from None
+    return runs

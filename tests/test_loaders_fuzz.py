@@ -1,0 +1,110 @@
+"""Property-based: random and mutated bytes and JSON to every loader, through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import RESULTS, recorded
+from tests.hostile import invoke
+
+VALID = RESULTS / "refcount.json"
+FORMATS = ["table", "json", "junit", "markdown"]
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(min_value=10**300, max_value=10**400)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=20)
+
+
+def run_loader(data: bytes, command: str, fmt: str):
+    """Write ``data`` to a file, load it with ``command``, with an output file that must never be half-written."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path, out = os.path.join(tmp, "in.json"), os.path.join(tmp, "out")
+        with open(path, "wb") as handle:
+            handle.write(data)
+        args = {"show": ["show", path, "--format", fmt, "-o", out],
+                "merge": ["report", "merge", path, "-o", out],
+                "baseline": ["check", "--baseline", path, "--json", out]}[command]
+        result = invoke(*args)
+        written = os.path.exists(out)
+        leftovers = sorted(set(os.listdir(tmp)) - {"in.json", "out"})
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+    assert leftovers == []
+    if result.exit_code == 2:
+        assert len(result.output.strip().splitlines()) == 1, result.output
+        assert not written
+    else:
+        assert command != "baseline"  # without a GPU, check always ends in exit 2
+        assert result.exit_code in (0, 1) and written
+    return result
+
+
+@SETTINGS
+@given(data=st.binary(max_size=300), command=st.sampled_from(["show", "merge", "baseline"]),
+       fmt=st.sampled_from(FORMATS))
+def test_random_bytes(data, command, fmt):
+    run_loader(data, command, fmt)
+
+
+@SETTINGS
+@given(value=json_values, command=st.sampled_from(["show", "merge", "baseline"]))
+def test_random_json(value, command):
+    run_loader(json.dumps(value).encode(), command, "table")
+
+
+def mutate(doc, path: list, value):
+    """``doc`` with the item at ``path`` replaced by ``value`` (or deleted when value is the marker)."""
+    if not path:
+        return doc if value is DELETE else value
+    head, rest = path[0], path[1:]
+    if isinstance(doc, dict):
+        key = sorted(doc)[head % len(doc)] if doc else None
+        if key is None:
+            return doc
+        out = dict(doc)
+        if value is DELETE and not rest:
+            del out[key]
+        else:
+            out[key] = mutate(doc[key], rest, value)
+        return out
+    if isinstance(doc, list) and doc:
+        out = list(doc)
+        index = head % len(doc)
+        if value is DELETE and not rest:
+            del out[index]
+        else:
+            out[index] = mutate(doc[index], rest, value)
+        return out
+    return doc if value is DELETE else value
+
+
+DELETE = object()
+BASE = recorded("refcount.json")
+
+
+@SETTINGS
+@given(path=st.lists(st.integers(min_value=0, max_value=500), min_size=1, max_size=5),
+       value=json_values | st.just(DELETE), command=st.sampled_from(["show", "merge"]),
+       fmt=st.sampled_from(FORMATS))
+def test_mutated_result_files(path, value, command, fmt):
+    run_loader(json.dumps(mutate(BASE, path, value)).encode(), command, fmt)
+
+
+@SETTINGS
+@given(cut=st.integers(min_value=0, max_value=len(VALID.read_bytes())),
+       flips=st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=255)), max_size=4),
+       command=st.sampled_from(["show", "merge", "baseline"]))
+def test_mutated_bytes(cut, flips, command):
+    data = bytearray(VALID.read_bytes()[:cut])
+    for where, byte in flips:
+        if data:
+            data[where % len(data)] = byte
+    run_loader(bytes(data), command, "markdown")

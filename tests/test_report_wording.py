@@ -1,0 +1,43 @@
+"""The smaller report items of issue 12 point 5: figures, handles, JUnit times, claims before timelines."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from ctxlab.record import parse_runs
+from ctxlab.report import render
+from tests.conftest import recorded
+
+
+def runs(name: str):
+    return parse_runs(recorded(name), name)
+
+
+def test_rates_are_not_printed_with_13_decimals():
+    for fmt in ("markdown", "table"):
+        text = render(runs("migrate.json"), fmt, width=200) if fmt == "table" else render(runs("migrate.json"), fmt)
+        assert "handoffs/s" in text
+        assert not any(len(part) > 6 for line in text.splitlines() if "handoffs/s" in line
+                       for part in line.replace(",", "").split(".")[1:2])
+
+
+def test_pointers_are_hex_in_every_view():
+    text = render(runs("refcount.json"), "markdown") + render(runs("migrate.json"), "table", width=300)
+
+    handles = re.findall(r'"(?:current|pointer|handle|primary)[a-z_\\]*": "?(\w+)', text)
+    assert handles and all(h.startswith("0x") or len(h) < 7 for h in handles), handles
+
+
+def test_junit_errors_carry_the_time_their_scenario_ran():
+    from tests.hostile import run
+
+    doc = run(errors=[{"scenario": "slow", "kind": "timeout", "message": "m"}], timings={"slow": 12.5})
+    text = render(parse_runs(doc, "r.json"), "junit")
+    case = next(c for c in ET.fromstring(text.split("\n", 1)[1]).iter("testcase") if c.get("name") == "demo.slow")
+    assert float(case.get("time")) == 12.5
+
+
+def test_the_table_shows_the_claims_before_the_timelines():
+    text = render(runs("migrate.json"), "table", width=200)
+    assert text.index("migrate: claims") < text.index("migrate: timeline")
