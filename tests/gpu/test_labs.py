@@ -67,7 +67,8 @@ def test_lifecycle_every_sequence(tmp_path):
 
 def test_doctor_json_names_the_gpu(tmp_path):
     out = os.path.join(KEEP, "doctor.json") if KEEP else str(tmp_path / "doctor.json")
-    result = CliRunner().invoke(cli, ["doctor", "--json", "--output", out], catch_exceptions=False)
+    result = CliRunner().invoke(cli, ["doctor", "--format", "json", "--output", out], catch_exceptions=False)
     assert result.exit_code == 0
-    report = json.loads(result.output)
-    assert report["driver"]["devices"]
+    with open(out) as handle:  # the report goes to --output, not also to standard output
+        report = json.load(handle)
+    assert report["driver"]["devices"] and not report["missing"]

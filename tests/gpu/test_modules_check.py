@@ -47,7 +47,8 @@ def test_check_runs_every_lab_and_writes_the_reports(tmp_path):
     for run in runs:
         assert_expected(run)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.count(" on GPU 0: ") == len(runs)  # one progress line per lab
+    ends = [line for line in done.stderr.splitlines() if line.startswith(tuple(f"{r.lab} on GPU 0: " for r in runs))]
+    assert len(ends) == len(runs)  # one progress line per lab as it ends
     assert "critical path: " in done.stderr
     with open(keep(tmp_path, "check-profile.txt"), "w") as handle:
         handle.write(done.stderr)
