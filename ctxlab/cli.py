@@ -61,6 +61,7 @@ class FiniteFloat(click.FloatRange):
     name = "float"
 
     def convert(self, value, param, ctx):
+        """Parse a finite number within the bounds; NaN and infinities are refused."""
         number = super().convert(value, param, ctx)
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
@@ -73,6 +74,7 @@ class OutputPath(click.ParamType):
     name = "PATH"
 
     def convert(self, value, param, ctx):
+        """Accept any path but the empty one (- means standard output)."""
         if value == "":
             self.fail("empty output path: give a file name, or - for standard output", param, ctx)
         return value
@@ -85,6 +87,7 @@ class ByteSize(click.ParamType):
     UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
 
     def convert(self, value, param, ctx):
+        """The size in bytes; an int passes through, a number with a K, M or G suffix is scaled."""
         if isinstance(value, int):
             return value
         text = str(value).strip().upper().removesuffix("B").removesuffix("I")  # 64M, 64MB and 64MiB alike
@@ -101,17 +104,20 @@ class NameList(click.ParamType):
     name = "NAMES"
 
     def convert(self, value, param, ctx):
+        """Accept the list as given once it names at least one thing."""
         if not [part for part in value.split(",") if part.strip()]:
             self.fail(f"{value!r} names nothing: give at least one name", param, ctx)
         return value
 
 
 def device_option(fn):
+    """Add --device: which GPU a command runs on."""
     return click.option("--device", "-d", type=click.IntRange(min=0), default=0, show_default=True,
                         help="Index of the GPU to run on (as the driver numbers them).")(fn)
 
 
 def trace_option(fn):
+    """Add --trace: attach the CUPTI driver calls and resource events to each step."""
     return click.option("--trace", is_flag=True,
                         help="Attach to each step the driver calls and resource events it caused (CUPTI).")(fn)
 
@@ -121,10 +127,12 @@ OUTPUT_HELP = ("Write the report here instead of standard output (- is standard 
 
 
 def output_option(fn):
+    """Add --output: where the report goes (standard output by default)."""
     return click.option("--output", "-o", type=OutputPath(), default=None, help=OUTPUT_HELP)(fn)
 
 
 def repeats_option(fn):
+    """Add --repeats: how many fresh-process runs each undefined-behaviour scenario gets."""
     from ctxlab.lab import DEFAULT_REPEATS
 
     return click.option("--repeats", type=click.IntRange(1, 100), default=DEFAULT_REPEATS, show_default=True,
@@ -138,6 +146,7 @@ def lab_options(fn):
 
 
 def output_options(fn):
+    """Add --format and --output: the report's format and where it goes."""
     fn = output_option(fn)
     fn = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
                       help="Report format: a human table, JSON (schema ctxlab/1), JUnit XML or Markdown.")(fn)
@@ -145,6 +154,7 @@ def output_options(fn):
 
 
 def max_size_option(fn):
+    """Add --max-size: the largest result file a command will read."""
     from ctxlab.loading import DEFAULT_MAX_BYTES
 
     return click.option("--max-size", type=ByteSize(), default=f"{DEFAULT_MAX_BYTES // 2**20}M", show_default=True,
@@ -163,6 +173,7 @@ def emit(runs, fmt: str, output: str | None) -> None:
 
 
 def say(message: str) -> None:
+    """Write a status line to standard error, so standard output carries only the report."""
     click.echo(message, err=True)
 
 
@@ -175,6 +186,7 @@ class HandoffProgress:
         self.tty = sys.stderr.isatty()
 
     def __call__(self, done: int, total: int) -> None:
+        """Show ``done`` of ``total`` handoffs: update the bar, or print a line at most once a second."""
         if self.tty:
             if self.bar is None:
                 from rich.progress import Progress
@@ -330,6 +342,7 @@ def show(file: str, fmt: str, output: str | None, html_path: str | None, gate: b
 
 
 def lab_exit(runs) -> None:
+    """Exit with status 1 when any run failed; return otherwise."""
     if any(run.failed for run in runs):
         raise SystemExit(EXIT_FAILS)
 
@@ -520,6 +533,7 @@ def claims(lab_names, fmt, output):
 
 
 def parse_devices(text: str) -> list[int]:
+    """The device indices that ``--devices`` names ('all' or a list such as 0,1), sorted, each checked to exist."""
     from ctxlab.cuda.environment import device_count, require_device
 
     if text == "all":
@@ -666,6 +680,7 @@ def merge(files, fmt, output, markdown_path, html_path, max_size):
 
 
 def main():
+    """The console entry point: run the ctxlab command group."""
     cli(prog_name="ctxlab")
 
 

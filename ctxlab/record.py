@@ -25,6 +25,8 @@ class ResultFileError(ValueError):
 
 @dataclass(frozen=True)
 class Observation:
+    """One recorded step: which thread did what, the context it had current, and the value seen."""
+
     step: str
     thread: str
     context_id: int | None
@@ -52,6 +54,7 @@ class Observation:
 
     @classmethod
     def from_dict(cls, data: dict) -> Observation:
+        """Read back what ``to_dict`` wrote."""
         return cls(step=data["step"], thread=data["thread"], context_id=data.get("context_id"),
                    what=data["what"], value=data.get("value"), context=data.get("context"),
                    scenario=data.get("scenario"), round=data.get("round"),
@@ -111,6 +114,7 @@ class LabResult:
         return any(c.verdict in FAILING for c in self.claims) or bool(self.errors)
 
     def to_dict(self) -> dict:
+        """The JSON object of this run (schema ``ctxlab/1``; optional sections only when not empty)."""
         out = {"schema": SCHEMA, "lab": self.lab, "started": self.started, "seconds": round(self.seconds, 4),
                "environment": self.environment, "options": self.options,
                "observations": [o.to_dict() for o in self.observations],
@@ -131,6 +135,7 @@ class LabResult:
 
     @classmethod
     def from_dict(cls, data: dict) -> LabResult:
+        """Read back what ``to_dict`` wrote (files from before a field existed get its default)."""
         return cls(lab=data["lab"], started=data["started"], seconds=float(data["seconds"]),
                    environment=dict(data["environment"]), options=dict(data.get("options", {})),
                    observations=tuple(Observation.from_dict(o) for o in data["observations"]),

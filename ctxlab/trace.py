@@ -533,6 +533,7 @@ def _calls_from_sites(events: list[dict]) -> list[dict]:
 
 
 def touches_context(call: dict) -> bool:
+    """True for a resource event or a call whose name starts with one of CONTEXT_PREFIXES (contexts, modules)."""
     if call["domain"] == "resource":
         return True
     return call["name"].startswith(CONTEXT_PREFIXES)
@@ -552,6 +553,7 @@ def only_context(tree: list[dict]) -> list[dict]:
 
 
 def by_thread(tree: list[dict]) -> dict[str, list[dict]]:
+    """The calls grouped by the thread that made them, in order."""
     out: dict[str, list[dict]] = {}
     for call in tree:
         out.setdefault(call.get("thread", "?"), []).append(call)
@@ -559,6 +561,7 @@ def by_thread(tree: list[dict]) -> dict[str, list[dict]]:
 
 
 def label(call: dict) -> str:
+    """A call on one line: its name (resource events in brackets), a failing status, and its context."""
     text = call["name"]
     if call["domain"] == "resource":
         text = f"[{text}]"
@@ -570,6 +573,7 @@ def label(call: dict) -> str:
 
 
 def render_tree(tree: list[dict]) -> str:
+    """The call tree as text: a block per thread, each call with its driver calls indented under it."""
     lines = []
     for thread, items in by_thread(tree).items():
         lines.append(f"thread {thread}")

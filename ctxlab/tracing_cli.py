@@ -70,6 +70,7 @@ def render(events: list[dict], fmt: str, program: str, only: str = "context", ca
 
 def run_traced(code, module, argv, only, thread, fmt, output, echo, calls_mode: str = "context",
                err=None) -> int:
+    """Run ``code``, ``module`` or the script in ``argv`` under the tracer, write the trace; return its exit status."""
     from ctxlab.record import atomic_write
     from ctxlab.trace import Tracer
 

@@ -153,6 +153,7 @@ def facts_primary(lib: str) -> Callable[[Observations], dict]:
 
 
 def facts_fresh_thread(lib: str) -> Callable[[Observations], dict]:
+    """A fresh thread's first use of ``lib``: its current context before and after, and who owns its allocation."""
     def facts(obs: Observations) -> dict:
         v = some(obs, "fresh thread", f"alone-{lib}")[0].value
         return {"library": TITLES[lib], "call": v["call"], "before": hexed(v["current_before"]),
@@ -167,6 +168,7 @@ def facts_fresh_thread(lib: str) -> Callable[[Observations], dict]:
 
 
 def facts_references(lib: str) -> Callable[[Observations], dict]:
+    """Primary-context references ``lib`` holds alone: releases accepted beyond the lab's own, and the refusal."""
     def facts(obs: Observations) -> dict:
         found = [o.value for o in some(obs, "references", f"refs-{lib}")]
         return {"library": TITLES[lib], "version": found[0].get("version") or "unknown",
@@ -177,6 +179,7 @@ def facts_references(lib: str) -> Callable[[Observations], dict]:
 
 
 def facts_together_references(obs: Observations) -> dict:
+    """Primary-context references all libraries hold together: releases accepted beyond the lab's own, the refusal."""
     found = [o.value for o in some(obs, "references", "together")]
     v = found[0]
     return {"loaded": ", ".join(v["loaded"]) or "none", "extra": spread(x["extra"] for x in found),
@@ -188,6 +191,7 @@ def _exchange_name(producer: str, consumer: str) -> str:
 
 
 def facts_exchange(producer: str, consumer: str) -> Callable[[Observations], dict]:
+    """One handover from ``producer`` to ``consumer``: same memory, its owning context, the values read, per thread."""
     def facts(obs: Observations) -> dict:
         found = [o.value for o in some(obs, "exchange", _exchange_name(producer, consumer))]
         reads = [v["read"] for v in found]
@@ -210,6 +214,7 @@ def facts_exchange(producer: str, consumer: str) -> Callable[[Observations], dic
 
 
 def facts_unordered(obs: Observations) -> dict:
+    """What the consumer read in each handover made after leaving the producer's stream, and the silent wrong values."""
     parts, reads = [], []
     for scenario in UNORDERED:
         mine = [o.value for o in select(obs, "exchange unordered", scenario)]
@@ -226,6 +231,7 @@ def _forked(obs: Observations) -> list[dict]:
 
 
 def facts_fork_driver(obs: Observations) -> dict:
+    """What each driver call returned in the forked child, and in how many runs it inherited a context handle."""
     found = _forked(obs)
     return {"runs": _runs(found), "init": spread(v["cuInit"] for v in found),
             "current": spread(v["cuCtxGetCurrent"] for v in found),
@@ -235,12 +241,14 @@ def facts_fork_driver(obs: Observations) -> dict:
 
 
 def facts_fork_cupy(obs: Observations) -> dict:
+    """What a CuPy reduction returned in the forked child, and how often it was wrong without an error."""
     found = _forked(obs)
     return {"runs": _runs(found), "cupy": spread(v["cupy"] for v in found),
             "silent_wrong": silent_wrong(v["cupy"] for v in found)}
 
 
 def facts_fork_torch(obs: Observations) -> dict:
+    """What PyTorch's first CUDA call did in the forked child; inapplicable when the parent never initialised CUDA."""
     found = _forked(obs)
     if any(v["torch"] is None for v in found):
         raise Inapplicable("fork: " + (found[0].get("torch_reason") or "PyTorch did not initialise CUDA in the parent"))
@@ -249,6 +257,7 @@ def facts_fork_torch(obs: Observations) -> dict:
 
 
 def facts_start_methods(obs: Observations) -> dict:
+    """What a CuPy reduction returned in a child of each start method, and how many spawn and forkserver runs worked."""
     found = [o.value for o in some(obs, "start methods", "start-methods")]
     by = {m: [v["methods"].get(m, "not run") for v in found] for m in START_METHODS}
     return {"runs": _runs(found), **{m: spread(by[m]) for m in START_METHODS},

@@ -8,6 +8,7 @@ FORMATS = ("table", "json", "junit", "markdown")
 
 
 def render(runs: list[LabResult], fmt: str, width: int | None = None) -> str:
+    """The runs as text in ``fmt`` (one of FORMATS); ``width`` applies to the table only."""
     if fmt == "table":
         from ctxlab.report.table import render_table
 

@@ -15,6 +15,7 @@ from ctxlab.report.escape import xml
 
 
 def suite_for(run: LabResult) -> TestSuite:
+    """One run as a test suite: a testcase per claim and per crashed scenario, the environment as properties."""
     suite = TestSuite(xml(f"ctxlab.{run.lab}"))
     suite.timestamp = xml(run.started)
     classname = xml(f"ctxlab.{run.lab}")
@@ -46,6 +47,7 @@ def suite_for(run: LabResult) -> TestSuite:
 
 
 def render_junit(runs: list[LabResult]) -> str:
+    """The runs as one JUnit XML document, with its XML declaration."""
     out = JUnitXml("ctxlab")
     for run in runs:
         out.add_testsuite(suite_for(run))

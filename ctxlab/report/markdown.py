@@ -9,6 +9,7 @@ from ctxlab.report.text import cell, context_label, environment_line, figure, la
 
 
 def render_markdown(runs: list[LabResult], timeline: bool = True) -> str:
+    """The runs as Markdown: verdicts, figures and errors, then the step tables unless ``timeline`` is False."""
     lines: list[str] = []
     for run in runs:
         lines += [f"## {md(run.lab)}", "",

@@ -40,6 +40,8 @@ def runner_key(run: LabResult) -> tuple[str, str, str, str, str]:
 
 @dataclass
 class Column:
+    """One column of the matrix: a runner and device, where its results came from, and the rows it has."""
+
     key: tuple[str, ...]
     gpu: str
     origin: str
@@ -48,6 +50,7 @@ class Column:
     rows: set = field(default_factory=set)
 
     def label(self) -> str:
+        """The column's heading: runner, GPU, driver and runtime, and which duplicate it is when its key is shared."""
         host, device, uuid, driver, runtime = self.key
         gpu = f"{self.gpu} {uuid}".strip() if uuid else self.gpu
         text = f"{host} GPU {device} ({gpu}) / driver {driver} / runtime {runtime}"
@@ -58,6 +61,8 @@ class Column:
 
 @dataclass
 class Matrix:
+    """Claims against runners: each cell is one column's verdict for one row."""
+
     columns: list[Column]
     rows: list[str]
     cells: dict  # (row, column index) -> verdict

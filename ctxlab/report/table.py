@@ -49,6 +49,7 @@ def step_table(run: LabResult, what: str, fields: tuple[str, ...]) -> Table:
 
 
 def timeline(run: LabResult, skip: frozenset[str] | set[str] = frozenset()) -> Table:
+    """Every observation whose kind is not in ``skip``, in the order recorded, with its trace events under it."""
     table = Table(title=t(f"{run.lab}: timeline"), show_lines=False, expand=False)
     for column in ("scenario", "round", "thread", "step", "context", "what", "value"):
         table.add_column(column, overflow="fold")
@@ -63,6 +64,7 @@ def timeline(run: LabResult, skip: frozenset[str] | set[str] = frozenset()) -> T
 
 
 def verdicts(run: LabResult) -> Table:
+    """One row per claim: its verdict, id and evidence."""
     table = Table(title=t(f"{run.lab}: claims"), expand=False)
     table.add_column("verdict")
     table.add_column("claim", overflow="fold")
@@ -73,6 +75,7 @@ def verdicts(run: LabResult) -> Table:
 
 
 def metrics(run: LabResult) -> Table:
+    """The run's measured figures, one per row."""
     table = Table(title=t(f"{run.lab}: figures"), expand=False)
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -104,6 +107,7 @@ def print_run(console: Console, run: LabResult) -> None:
 
 
 def render_table(runs: list[LabResult], width: int | None = None) -> str:
+    """The runs as the human report, rendered without colour at ``width`` columns (140 by default)."""
     buffer = io.StringIO()
     console = Console(file=buffer, width=width or 140, force_terminal=False, color_system=None)
     for run in runs:

@@ -50,6 +50,7 @@ def figure(value) -> str:
 
 
 def context_label(obs: Observation) -> str:
+    """The context an observation saw: its id and handle, ? for an unknown id, - when there was none."""
     if obs.context_id is None and not obs.context:
         return "-"
     ident = "?" if obs.context_id is None else str(obs.context_id)
@@ -57,6 +58,7 @@ def context_label(obs: Observation) -> str:
 
 
 def environment_line(run: LabResult) -> str:
+    """The GPU, compute capability, driver, runtime and library versions a run recorded, on one line."""
     env = run.environment
     parts = [env.get("gpu"), f"cc {env['compute_capability']}" if env.get("compute_capability") else None,
              f"driver {env['driver_version']}" if env.get("driver_version") else None,
@@ -67,6 +69,7 @@ def environment_line(run: LabResult) -> str:
 
 
 def verdict_counts(run: LabResult) -> dict[str, int]:
+    """How many claims of the run have each verdict, in the order first met."""
     counts: dict[str, int] = {}
     for claim in run.claims:
         counts[claim.verdict] = counts.get(claim.verdict, 0) + 1

@@ -128,6 +128,7 @@ def scenario_svg(name: str, observations: list[Observation]) -> str:
 
 
 def render_run(run: LabResult) -> str:
+    """One run as an HTML section: a heading, what the figure shows, and a lane diagram per scenario."""
     env = run.environment or {}
     driver = env.get("driver_version")
     cuda = f"driver CUDA {driver // 1000}.{driver % 1000 // 10}" if isinstance(driver, int) else ""
