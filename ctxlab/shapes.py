@@ -9,6 +9,7 @@ content only through ``inert`` so that the message stays one harmless line.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from ctxlab import record
@@ -137,10 +138,32 @@ def check_document(data: Any, origin: str) -> list[dict]:
     return runs
 
 
+def schema_errors(data: Any) -> Iterator[tuple[str, str]]:
+    """(path, problem) for every way ``data`` breaks the ``ctxlab/1`` JSON Schema (docs/schema.md)."""
+    from jsonschema import Draft202012Validator
+
+    from ctxlab.schema import schema
+
+    global _validator
+    if _validator is None:
+        _validator = Draft202012Validator(schema())
+    for error in sorted(_validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+        yield path, error.message
+
+
+_validator: Any = None
+
+
 def runs_from_document(data: Any, origin: str) -> list[LabResult]:
-    """Records from a decoded document, after its shape is checked."""
+    """Records from a decoded document, after its shape is checked: first by the rules above (which name
+    the problem plainly), then by the JSON Schema, so the loader accepts nothing the schema does not."""
+    runs_data = check_document(data, origin)
+    for where, problem in schema_errors(data):
+        raise ResultFileError(f"{origin}: {where or 'the document'}: {inert(problem, 120)} "
+                              "(against the ctxlab/1 schema)")
     runs = []
-    for index, item in enumerate(check_document(data, origin)):
+    for index, item in enumerate(runs_data):
         try:
             runs.append(LabResult.from_dict(item))
         except (KeyError, TypeError, ValueError) as exc:  # a rule the records add that the shape check lacks

@@ -108,3 +108,32 @@ def test_mutated_bytes(cut, flips, command):
         if data:
             data[where % len(data)] = byte
     run_loader(bytes(data), command, "markdown")
+
+
+@SETTINGS
+@given(path=st.lists(st.integers(min_value=0, max_value=500), min_size=1, max_size=5),
+       value=json_values | st.just(DELETE))
+def test_the_loader_accepts_only_what_the_schema_accepts(path, value):
+    """The JSON Schema (docs/schema.md) is the one definition of a result: whatever loads fits it."""
+    import jsonschema
+
+    from ctxlab.record import ResultFileError, parse_runs
+    from ctxlab.schema import schema
+
+    doc = mutate(BASE, path, value)
+    try:
+        parse_runs(doc, "mutated.json")
+    except ResultFileError:
+        return
+    jsonschema.validate(doc, schema())
+
+
+def test_a_baseline_whose_timings_are_not_numbers_is_refused_before_it_can_order_anything(tmp_path):
+    from tests.hostile import assert_one_line_exit_2
+
+    doc = dict(BASE, timings={"runtime-1": "fast"})
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(doc))
+    result = invoke("check", "--baseline", str(path), "--json", str(tmp_path / "out.json"))
+    assert_one_line_exit_2(result)
+    assert "timings" in result.output and not (tmp_path / "out.json").exists()
