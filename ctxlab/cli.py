@@ -365,9 +365,10 @@ def run_lab(name: str, fmt: str, output: str | None, on_progress=None, **options
               help="Host threads that take turns holding the context.")
 @click.option("--rounds", "-r", type=click.IntRange(1, 1_000_000), default=3, show_default=True,
               help="How many times the context goes round all threads.")
-@click.option("--context", "context", type=click.Choice(["primary", "created", "both"]), default="both",
-              show_default=True,
-              help="Which context travels: the runtime's primary one, one from cuCtxCreate, or both.")
+@click.option("--context", "context", type=click.Choice(["primary", "created", "green", "both", "all"]),
+              default="both", show_default=True,
+              help="Which context travels: the runtime's primary one, one from cuCtxCreate, a green context (an SM "
+                   "partition, with its own scenarios), both (primary and created) or all three.")
 @click.option("--timeout", type=FiniteFloat(0.1, 3600), default=30.0, show_default=True,
               help="Seconds a single handoff may take before the run stops, naming the thread and step.")
 @lab_options
@@ -380,7 +381,10 @@ def migrate(threads, rounds, context, timeout, fmt, output, **common):
     global, stream and values, updates them, pops and hands over. Also: one
     context current on two threads, a thread without the context, CuPy's
     caches under a second context (repeated), and a cross-context dereference,
-    each in its own process.
+    each in its own process. With --context green (or all): the same relay of
+    a green context, and that context current on two threads at once
+    (repeated), the SMs its kernels ran on, which context owns its memory, and
+    CuPy under it.
     """
     run_lab("migrate", fmt, output, on_progress=HandoffProgress(), threads=threads, rounds=rounds, context=context,
             timeout=timeout, **common)

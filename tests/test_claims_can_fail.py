@@ -12,8 +12,9 @@ from __future__ import annotations
 import pytest
 
 import ctxlab
-from ctxlab.record import LabResult
+from ctxlab.record import LabResult, Observation
 from tests.claim_cases import Case, drop
+from tests.claim_cases.green_fixtures import BY_LAB as SYNTHETIC
 from tests.claim_cases.interop import CASES as INTEROP
 from tests.claim_cases.lifecycle import CASES as LIFECYCLE
 from tests.claim_cases.migrate import CASES as MIGRATE
@@ -22,6 +23,7 @@ from tests.claim_cases.refcount import CASES as REFCOUNT
 from tests.conftest import RESULTS
 
 CASES: dict[str, Case] = {**MIGRATE, **REFCOUNT, **LIFECYCLE, **MODULES, **INTEROP}
+GREEN_SCENARIOS = {o.scenario for found in SYNTHETIC.values() for o in found}
 CLAIMS = ctxlab.claims()
 JUDGED = [c for c in CLAIMS if c.kind != "observation"]
 BROKEN = {"promise": "fails", "old-text": "changed"}
@@ -30,6 +32,16 @@ BROKEN = {"promise": "fails", "old-text": "changed"}
 def fixture_run(name: str) -> LabResult:
     (run,) = ctxlab.load(RESULTS / name)
     return run
+
+
+def fixture_observations(fixture) -> list[Observation]:
+    """A case's starting observations: a recorded run's, or a list written in the test (see Case)."""
+    return list(fixture_run(fixture).observations if isinstance(fixture, str) else fixture)
+
+
+def lab_observations(lab: str) -> list[Observation]:
+    """The recorded run of ``lab``, with the synthetic observations of the scenarios no GPU run has recorded yet."""
+    return [*fixture_run(f"{lab}.json").observations, *SYNTHETIC.get(lab, ())]
 
 
 def verdict(claim, observations, ran=None):
@@ -52,21 +64,20 @@ def test_every_judged_claim_has_cases(claim):
 @pytest.mark.parametrize("claim", [c for c in JUDGED if c.id in CASES], ids=lambda c: c.id)
 def test_kept_holds_and_broken_fails(claim):
     case = CASES[claim.id]
-    run = fixture_run(case.fixture)
-    kept = verdict(claim, apply(case.keep, run.observations))
+    observations = fixture_observations(case.fixture)
+    kept = verdict(claim, apply(case.keep, observations))
     assert kept.verdict == "holds", kept.evidence
     for breaking in case.breaks:
-        broken = verdict(claim, breaking(apply(case.keep, run.observations)))
+        broken = verdict(claim, breaking(apply(case.keep, observations)))
         assert broken.verdict == BROKEN[claim.kind], broken.evidence
         assert broken.evidence != kept.evidence  # the sentence is built from the values, which changed
 
 
 @pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.id)
 def test_a_claim_without_its_observations_is_an_error_not_skipped(claim):
-    lab = claim.id.split(".")[0]
-    run = fixture_run(f"{lab}.json")
-    kinds = {o.what for o in run.observations if o.scenario in claim.scenarios}
-    remaining = apply([drop(what) for what in kinds], run.observations)
+    observations = lab_observations(claim.id.split(".")[0])
+    kinds = {o.what for o in observations if o.scenario in claim.scenarios}
+    remaining = apply([drop(what) for what in kinds], observations)
     result = verdict(claim, remaining)
     assert result.verdict in ("error", "skipped"), result
     if result.verdict == "skipped":  # only a claim that needs a traced run may say so
@@ -81,8 +92,7 @@ def test_a_claim_whose_scenarios_did_not_run_is_skipped_with_why(claim):
 
 @pytest.mark.parametrize("claim", [c for c in CLAIMS if c.kind == "observation"], ids=lambda c: c.id)
 def test_observation_claims_read_the_recorded_run(claim):
-    lab = claim.id.split(".")[0]
-    result = verdict(claim, fixture_run(f"{lab}.json").observations)
+    result = verdict(claim, lab_observations(claim.id.split(".")[0]))
     assert result.verdict in ("observed", "skipped"), result.evidence
     assert "{" not in result.evidence
 
@@ -99,3 +109,22 @@ def test_a_judge_that_raises_is_an_error_and_the_others_are_still_judged():
     results = judge([bad, good], [])
     assert [r.verdict for r in results] == ["error", "holds"]
     assert "ZeroDivisionError" in results[0].evidence
+
+
+@pytest.mark.parametrize("lab", sorted(SYNTHETIC))
+def test_green_observations_leave_the_other_claims_as_recorded(lab):
+    """The green scenarios record kinds the primary and created ones record too ("allocation context", "cupy
+    allocation", "state"): every other claim reads only its own scenarios, so its verdict and evidence stay."""
+    recorded = fixture_run(f"{lab}.json").observations
+    for claim in (c for c in CLAIMS if c.id.startswith(f"{lab}.") and not set(c.scenarios) & GREEN_SCENARIOS):
+        alone, mixed = verdict(claim, recorded), verdict(claim, lab_observations(lab))
+        assert (mixed.verdict, mixed.evidence) == (alone.verdict, alone.evidence), claim.id
+
+
+def test_a_green_scenario_that_recorded_why_it_could_not_run_skips_its_claims():
+    why = "cuGreenCtxCreate returned CUDA_ERROR_NOT_SUPPORTED"
+    observations = [o for o in SYNTHETIC["migrate"] if o.scenario != "green-sm"]
+    observations.append(Observation("start", "MainThread", None, "skipped", why, scenario="green-sm"))
+    claim = next(c for c in CLAIMS if c.id == "migrate.green-sm-partition")
+    result = verdict(claim, observations)
+    assert (result.verdict, result.evidence) == ("skipped", f"green-sm: {why}")

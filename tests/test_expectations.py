@@ -15,3 +15,10 @@ def test_every_claim_has_exactly_one_expected_verdict_that_its_kind_allows():
     for cid, verdict in {**table["verdicts"], **table["traced"]}.items():
         assert verdict in VERDICTS and verdict in POSSIBLE[catalogue[cid]], (cid, verdict)
     assert {"gpu", "driver_version", "runtime_versions"} <= set(table["written_for"])
+
+
+def test_predicted_verdicts_name_claims_of_the_catalogue():
+    """Verdicts not yet seen on the GPU are listed as predictions (the green-context claims, until recorded)."""
+    table = expectations()
+    predicted = table.get("predicted", {}).get("claims", [])
+    assert set(predicted) <= set(table["verdicts"])

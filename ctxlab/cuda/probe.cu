@@ -23,3 +23,15 @@ extern "C" __global__ void verify_and_update(long long* a, long long n, long lon
     // every read above happened before the barriers: now change the array
     for (long long i = threadIdx.x; i < n; i += blockDim.x) a[i] += 1;
 }
+
+// Which SM ran each block: out[blockIdx.x] = %smid. Each block spins for `spin` clock cycles first, so
+// blocks stay resident long enough for the launch to spread over every SM it may use.
+extern "C" __global__ void record_smid(unsigned int* out, long long spin) {
+    long long start = clock64();
+    while (clock64() - start < spin) { }
+    if (threadIdx.x == 0) {
+        unsigned int id;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+        out[blockIdx.x] = id;
+    }
+}

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ctxlab.claim import Claim, Inapplicable, MissingObservation, Observations, one, select
+from ctxlab.cuda.green import SOURCE_EXECUTION_CONTEXT
 from ctxlab.lab import Isolation, Lab, LabOptions, Scenario
 
 if TYPE_CHECKING:
@@ -164,6 +165,19 @@ def facts_calls_beneath(obs: Observations) -> dict:
     return {"current_id": o.value["current_id"], "calls": "; ".join(o.events)[:600]}
 
 
+def facts_green_runtime(obs: Observations) -> dict:
+    """Where cudaMalloc allocated with a green context current, and what CuPy's first kernel left current."""
+    v = one(obs, "runtime under a green context", "green-runtime").value
+    return {**v, "runtime_owner": "the green context's" if v["runtime_owner_id"] == v["green_id"] else
+            "the primary context's" if v["runtime_owner_id"] == v["primary_id"] else
+            f"context id {v['runtime_owner_id']}'s"}
+
+
+def facts_execution_context(obs: Observations) -> dict:
+    """cudaDeviceGetExecutionCtx's status and id against the primary context's id."""
+    return dict(one(obs, "execution context", "execution-context").value)
+
+
 FIRST = ("first-context",)
 
 CLAIMS = (
@@ -242,6 +256,27 @@ CLAIMS = (
     Claim("lifecycle.driver-calls-beneath",
           "Which driver calls the runtime makes when it creates its context.", NO_DOC, "observation", FIRST,
           facts_calls_beneath, "beneath cudaSetDevice (context id {current_id}): {calls}"),
+    Claim("lifecycle.runtime-uses-green-context",
+          "With a green context current, runtime calls use it as they use any current context: cudaMalloc "
+          "allocates in the same context as cuMemAlloc there, and the green context stays current.",
+          RUNTIME_INTEROP + ": 'CUDA Runtime API calls operate on the CUDA Driver API CUcontext which is current to "
+          "the calling host thread'", "promise", ("green-runtime",), facts_green_runtime,
+          "with a green context current (id {green_id}; primary context {primary_id}): cudaMalloc (through CuPy) "
+          "allocated in {runtime_owner} context (cuMemAlloc there: context id {driver_owner_id}; the same: "
+          "{same_owner}); the green context still current after it: {current_after_malloc_is_green}",
+          lambda f: f["same_owner"] and f["current_after_malloc_is_green"]),
+    Claim("lifecycle.cupy-under-green-context",
+          "What CuPy's first kernel does when a green context is current.", NO_DOC, "observation",
+          ("green-runtime",), facts_green_runtime,
+          "CuPy's first kernel under the green context (id {green_id}): current context id after it "
+          "{current_id_after_kernel} (primary context {primary_id}); its result: {kernel}"),
+    Claim("lifecycle.device-execution-context-is-primary",
+          "cudaDeviceGetExecutionCtx returns the execution context of the device's primary context (CUDA 13.1+ "
+          "runtimes).", SOURCE_EXECUTION_CONTEXT, "promise", ("execution-context",), facts_execution_context,
+          "cuda.bindings' runtime ({runtime}): cudaDeviceGetExecutionCtx -> {status}, cudaExecutionCtxGetId -> "
+          "{id}; the primary context's cuCtxGetId: {primary_id}; with a green context (id {green_id}) current, "
+          "cudaDeviceGetExecutionCtx gave id {id_with_green_current}",
+          lambda f: f["status"] == "cudaSuccess" and f["id"] is not None and f["id"] == f["primary_id"]),
 )
 
 
@@ -462,6 +497,99 @@ def flags(device: int) -> dict:
     return s.output()
 
 
+def green_runtime(device: int) -> dict:
+    """A green context current before any runtime call: cuMemAlloc, cudaMalloc through CuPy, a CuPy kernel."""
+    import cupy
+
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.green import make_or_reason
+    from ctxlab.cuda.outcome import checked
+
+    s = _calls("green-runtime", device)
+    green, why = make_or_reason(device)
+    if green is None:
+        s.rec.add("start", "skipped", why, context=(None, None))
+        return s.output()
+    primary = drv.primary_retain(device)
+    drv.push(green.handle)
+    s.after("green context pushed")
+    driver_owner = drv.pointer_context(drv.mem_alloc(256))
+    ptr = cupy.cuda.runtime.malloc(1 << 20)
+    malloc = s.after("cudaMalloc (CuPy)")
+    runtime_owner = drv.pointer_context(ptr)
+    kernel = checked(lambda: int((cupy.arange(100) * 2).sum()), 9900)
+    after = s.after("first CuPy kernel", result=kernel)
+    s.rec.add("summary", "runtime under a green context",
+              {"green_id": drv.context_id(green.handle), "primary_id": drv.context_id(primary),
+               "driver_owner_id": drv.outcome(drv.context_id, driver_owner).get("value"),
+               "runtime_owner_id": drv.outcome(drv.context_id, runtime_owner).get("value"),
+               "same_owner": runtime_owner == driver_owner,
+               "current_after_malloc_is_green": malloc["current"] == green.handle,
+               "current_id_after_kernel": after["current_id"], "kernel": kernel})
+    drv.set_current(0)
+    return s.output()
+
+
+TOO_OLD = ("cudaErrorCallRequiresNewerDriver", "cudaErrorInsufficientDriver", "cudaErrorNotSupported")
+
+
+def execution_context(device: int) -> dict:
+    """The runtime's own execution-context API (CUDA 13.1+): cudaDeviceGetExecutionCtx against the primary context,
+    with no context current and with a green context current."""
+    from cuda.bindings import runtime
+
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.environment import package_version, runtime_versions
+    from ctxlab.cuda.green import make_or_reason
+
+    s = _calls("execution-context", device)
+    version = runtime_versions().get("cuda_bindings")
+    where = f"cuda-bindings {package_version('cuda-bindings')} (its runtime: {_version_text(version)})"
+    if not hasattr(runtime, "cudaDeviceGetExecutionCtx"):
+        s.rec.add("start", "skipped", f"{where} has no cudaDeviceGetExecutionCtx: the runtime's execution "
+                  "contexts arrived in CUDA 13.1", context=(None, None))
+        return s.output()
+
+    def exec_ctx_id() -> tuple[str, int | None]:
+        err, ctx = runtime.cudaDeviceGetExecutionCtx(device)
+        status = _runtime_status(lambda: (err,), call="cudaDeviceGetExecutionCtx")
+        if status != "cudaSuccess":
+            return status, None
+        err, ident = runtime.cudaExecutionCtxGetId(ctx)
+        return status, int(ident) if int(err) == 0 else None
+
+    status, ident = exec_ctx_id()
+    if status in TOO_OLD:
+        from ctxlab.cuda.environment import init_driver
+        from ctxlab.cuda.errors import check
+
+        driver_version = int(check(init_driver().cuDriverGetVersion(), "cuDriverGetVersion"))
+        s.rec.add("start", "skipped", f"cudaDeviceGetExecutionCtx of {where} returned {status} on a driver of "
+                  f"{_version_text(driver_version)}", context=(None, None))
+        return s.output()
+    s.after("cudaDeviceGetExecutionCtx", status=status)
+    primary = drv.primary_retain(device)
+    green, why = make_or_reason(device)
+    green_id = with_green = None
+    if green is not None:
+        drv.push(green.handle)
+        green_id = drv.context_id(green.handle)
+        with_green = exec_ctx_id()[1]
+        drv.pop()
+    s.rec.add("summary", "execution context",
+              {"runtime": where, "status": status, "id": ident, "primary_id": drv.context_id(primary),
+               "green_id": green_id if green is not None else f"none ({why})", "id_with_green_current": with_green})
+    drv.primary_release(device)
+    return s.output()
+
+
+def _version_text(version: Any) -> str:
+    """A CUDART_VERSION-style number as ``CUDA 13.2``."""
+    if not isinstance(version, int) or isinstance(version, bool):
+        return "an unknown CUDA version"
+    return f"CUDA {version // 1000}.{version % 1000 // 10}"
+
+
 # ---------------------------------------------------------------- the lab
 
 def scenarios(options: LabOptions) -> list[Scenario]:
@@ -470,7 +598,8 @@ def scenarios(options: LabOptions) -> list[Scenario]:
     return [Scenario("first-context", f"{here}:first_context", (device,), isolation=Isolation.FRESH),
             *(Scenario(name, f"{here}:{target}", (device,)) for name, target in (
                 ("free0", "free0"), ("init-device", "init_device"), ("created-first", "created_first"),
-                ("handle", "handle"), ("threads", "threads"), ("flags", "flags")))]
+                ("handle", "handle"), ("threads", "threads"), ("flags", "flags"),
+                ("green-runtime", "green_runtime"), ("execution-context", "execution_context")))]
 
 
 LAB = Lab(NAME, "When, and by which calls, does the runtime create its context, and how do I get its handle?",

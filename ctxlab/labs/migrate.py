@@ -7,7 +7,10 @@ thread 1 recorded and what the previous thread left, changes both, pops and
 hands on. Side scenarios, each in its own process: one context current on two
 threads at once, a thread that never received the context, CuPy's per-device
 caches under a second context, and a kernel dereferencing memory of another
-context.
+context. ``--context green`` relays a green context (its CUcontext from
+cuCtxFromGreenCtx, made by ``ctxlab.cuda.green``) the same way, and adds: two
+threads with it current at once (repeated), the SMs its kernels ran on, which
+context owns memory allocated under it, and CuPy under it.
 """
 
 from __future__ import annotations
@@ -15,11 +18,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ctxlab.claim import Claim, hexed, one, repeats, select, silent_wrong, some, spread
+from ctxlab.claim import Claim, Observations, hexed, one, repeats, select, silent_wrong, some, spread
+from ctxlab.cuda.green import SOURCE_AS_PRIMARY, SOURCE_ONE_THREAD, SOURCE_PARTITION
 from ctxlab.lab import Isolation, Lab, LabOptions, OptionError, Scenario, bounded
 
 NAME = "migrate"
-KINDS = ("primary", "created")
+KINDS = ("primary", "created")  # what --context both (the default) relays
+GREEN = "green"
+CONTEXTS = (*KINDS, GREEN, "both", "all")  # --context: one kind, both (primary and created), all three
 ARRAY_LEN = 1 << 13  # 64 KiB: one block reduces it in a few microseconds
 GLOBAL_START = 1000
 GLOBAL_STEP = 3  # the probe kernel adds this at every handoff
@@ -48,10 +54,16 @@ NO_DOC = "no documentation promises this; recorded as observed"
 HANDOFF = tuple(f"handoff-{kind}" for kind in KINDS)
 CONCURRENT = tuple(f"concurrent-{kind}" for kind in KINDS)
 UNBOUND = tuple(f"unbound-{kind}" for kind in KINDS)
+GREEN_SCENARIOS = ("handoff-green", "concurrent-green", "green-sm", "green-memory", "green-cupy")
 
 
-def _facts_state_travels(obs):
-    summaries = some(obs, "handoffs verified")
+def _within(obs: Observations, scenarios: tuple[str, ...]) -> list:
+    """Only the observations of ``scenarios`` (the green scenarios record kinds the others read too)."""
+    return [o for o in obs if o.scenario in scenarios]
+
+
+def _facts_state_travels(obs, scenarios: tuple[str, ...] = HANDOFF):
+    summaries = some(_within(obs, scenarios), "handoffs verified")
     lost = [o for o in summaries if o.value["mismatches"] or not o.value["final_ok"]]
     return {"verified": sum(o.value["verified"] for o in summaries),
             "handoffs": sum(o.value["handoffs"] for o in summaries),
@@ -62,7 +74,7 @@ def _facts_state_travels(obs):
 
 
 def _facts_pointer_context(obs):
-    allocs = some(obs, "allocation context")
+    allocs = some(_within(obs, HANDOFF + CONCURRENT), "allocation context")
     other = [o.value for o in allocs if o.value["pointer_context"] != o.value["current_context"]]
     return {"allocations": len(allocs), "elsewhere": len(other), "example": other[0] if other else None}
 
@@ -75,6 +87,7 @@ def _facts_several_threads(obs):
 
 
 def _facts_cupy_current(obs):
+    obs = _within(obs, HANDOFF + CONCURRENT + ("cupy-caches",))
     allocs = some(obs, "cupy allocation")
     first = [f"{o.value['current_before_id']} -> {o.value['current_after_id']}"
              for o in select(obs, "cupy first kernel")]
@@ -126,6 +139,103 @@ def _facts_cupy_kernels(obs):
 def _facts_address_space(obs):
     v = one(obs, "cross-context dereference", "cross-context").value
     return {**v, "value_read": hexed(v["value_read"]), "value_written": hexed(v["value_written"])}
+
+
+# ---------------------------------------------------------------- green contexts (--context green or all)
+
+def _facts_green_state(obs):
+    made = one(obs, "green context made", "handoff-green").value
+    return {**_facts_state_travels(obs, ("handoff-green",)), "group_sms": made["group_sms"],
+            "device_sms": made["device_sms"]}
+
+
+def _facts_green_two_threads(obs):
+    found = repeats(obs, "green current on two threads", "concurrent-green")
+    threads = [t for v in found for t in v["threads"].values()]
+    launched = sum(t.get("launches_ok", 0) for t in threads)
+    tried = sum(t.get("launches_tried", 0) for t in threads)
+    return {"runs": len(found), "push": spread(t.get("push") for t in threads),
+            "both_current": sum(1 for v in found if all(t.get("current_is_green") for t in v["threads"].values())),
+            "launched": launched, "tried": tried,
+            "launch_errors": spread(e for t in threads for e in t.get("launch_errors", {})) if tried != launched
+            else "none",
+            "global": spread(v["global"] for v in found), "expected": spread(v["expected_global"] for v in found),
+            "cupy": spread(t.get("cupy") for t in threads),
+            "broke": spread(t.get("error") or "none" for t in threads),
+            "silent_wrong": silent_wrong([v["global"] for v in found] + [t.get("cupy") for t in threads])}
+
+
+def _facts_green_sms(obs):
+    v = one(obs, "green sm ids", "green-sm").value
+    return {key: v[key] for key in ("group_sms", "green_resource_sms", "device_sms", "blocks", "primary_distinct",
+                                    "null_stream_distinct", "green_stream_distinct")}
+
+
+def _owner_name(v: dict) -> str:
+    return {v["green"]: "the green context's CUcontext", v["primary"]: "the primary context"}.get(
+        v["pointer_context"], "another context")
+
+
+def _facts_green_memory(obs):
+    v = one(obs, "green allocation", "green-memory").value
+    return {"owner": _owner_name(v), "owner_id": v["pointer_context_id"], "green_id": v["green_id"],
+            "primary_id": v["primary_id"], "same_handle": v["green"] == v["primary"],
+            "primary_reads_green": v["primary_reads_green"], "green_reads_primary": v["green_reads_primary"]}
+
+
+def _facts_green_cupy(obs):
+    v = one(obs, "cupy under green", "green-cupy").value
+    return {**v, "owner": ("the green context" if v["allocation_owner_id"] == v["green_id"] else
+                           "the primary context" if v["allocation_owner_id"] == v["primary_id"] else
+                           f"context id {v['allocation_owner_id']}")}
+
+
+GREEN_CLAIMS = (
+    Claim("migrate.green-state-follows-context",
+          "A green context's CUcontext (from cuCtxFromGreenCtx) can be popped from one thread and pushed onto "
+          "another like a primary context, and runtime state (allocations, __device__ globals, streams) moves with it.",
+          SOURCE_AS_PRIMARY, "promise", ("handoff-green",), _facts_green_state,
+          "green context of {group_sms} of {device_sms} SMs: {verified} of {handoffs} handoffs verified: {mismatches} "
+          "mismatches of pointer context, global address, stream context or values (first: {first}); final array "
+          "and global as expected in {final_ok} of {kinds} relays",
+          lambda f: f["verified"] == f["handoffs"] and f["mismatches"] == 0 and f["kinds_lost"] == 0),
+    Claim("migrate.green-one-thread-at-a-time",
+          "What happens when a green context is made current on two threads at once, which the documentation rules "
+          "out (does the driver refuse the second thread, and do both threads' results come out right?).",
+          SOURCE_ONE_THREAD, "observation", ("concurrent-green",), _facts_green_two_threads,
+          "over {runs} run(s), two threads pushed the green context: cuCtxPushCurrent -> {push}; current on both "
+          "threads at once in {both_current}; kernel launches from both threads at once: {launched} of {tried} "
+          "accepted (errors: {launch_errors}); the global after them: {global} (expected {expected}); a CuPy "
+          "reduction on each thread: {cupy}; threads that broke: {broke}; wrong values returned without an error: "
+          "{silent_wrong}"),
+    Claim("migrate.green-sm-partition",
+          "Kernels launched in a green context run only on its partition's SMs: the distinct SMs a launch used are "
+          "no more than the SMs of the group the green context was made from.", SOURCE_PARTITION, "promise",
+          ("green-sm",), _facts_green_sms,
+          "{blocks} blocks recording %smid: in the green context (group of {group_sms} SMs, cuGreenCtxGetDevResource "
+          "says {green_resource_sms}) they ran on {null_stream_distinct} distinct SMs from the NULL stream and on "
+          "{green_stream_distinct} from a cuGreenCtxStreamCreate stream; in the primary context on "
+          "{primary_distinct} of the device's {device_sms}",
+          lambda f: all(0 < f[k] <= f["group_sms"] for k in ("null_stream_distinct", "green_stream_distinct"))),
+    Claim("migrate.green-allocation-owner",
+          "Which context CU_POINTER_ATTRIBUTE_CONTEXT names for memory allocated with a green context current.",
+          NO_DOC, "observation", ("green-memory",), _facts_green_memory,
+          "cuMemAlloc under the green context: CU_POINTER_ATTRIBUTE_CONTEXT names {owner} (id {owner_id}; the green "
+          "context's CUcontext has id {green_id}, the primary context {primary_id}; the same handle: {same_handle})"),
+    Claim("migrate.green-memory-shared-with-primary",
+          "The green context's CUcontext is treated as the primary context where resources do not matter: memory "
+          "allocated under it is used by kernels in the primary context, and the primary context's memory by kernels "
+          "in the green context.", SOURCE_AS_PRIMARY, "promise", ("green-memory",), _facts_green_memory,
+          "a kernel in the primary context read memory allocated under the green context: {primary_reads_green}; a "
+          "kernel in the green context read the primary context's memory: {green_reads_primary}",
+          lambda f: f["primary_reads_green"] == f["green_reads_primary"] == "correct"),
+    Claim("migrate.green-cupy",
+          "What CuPy does with a green context current (does its first kernel move the thread off it, as with "
+          "cuCtxCreate contexts?).", NO_DOC, "observation", ("green-cupy",), _facts_green_cupy,
+          "with the green context (id {green_id}) current: current context id after a CuPy allocation "
+          "{after_alloc_id}, after CuPy's first kernel {after_kernel_id} (primary context: {primary_id}); the "
+          "allocation belongs to {owner}; the kernel's result: {kernel}"),
+)
 
 
 CLAIMS = (
@@ -185,17 +295,21 @@ CLAIMS = (
           "a kernel in context {reader_context_id} dereferenced memory allocated in context {owner_context_id} on "
           "the same device: {outcome}, read {value_read} (written {value_written})",
           lambda f: not f["read_ok"]),
+    *GREEN_CLAIMS,
 )
 
 
 # ---------------------------------------------------------------- helpers run in children
 
-def _make_context(kind: str, device: int) -> int:
-    """Make a context of the kind current on this thread; return its handle."""
+def _make_context(kind: str, device: int, green=None) -> int:
+    """Make a context of the kind current on this thread (a green one: push ``green``'s CUcontext); its handle."""
     import cupy
 
     from ctxlab.cuda import driver as drv
 
+    if kind == GREEN:
+        drv.push(green.handle)
+        return green.handle
     if kind == "primary":
         cupy.cuda.runtime.setDevice(device)  # the runtime binds the primary context (CUDA 12+)
         cupy.cuda.runtime.free(0)
@@ -264,14 +378,14 @@ class Relay:
     cupy-caches scenario shows what that cache does).
     """
 
-    def __init__(self, device: int, kind: str, threads: int, rounds: int):
+    def __init__(self, device: int, kind: str, threads: int, rounds: int, green=None):
         import numpy
 
         from ctxlab.cuda.environment import init_driver
         from ctxlab.labs.common import cuda_recorder
 
         self.driver = init_driver()
-        self.device, self.kind, self.rounds = device, kind, rounds
+        self.device, self.kind, self.rounds, self.green = device, kind, rounds, green
         self.rec = cuda_recorder(scenario=f"handoff-{kind}")
         self.names = [f"worker-{i + 1}" for i in range(threads)]
         self.initial = numpy.arange(ARRAY_LEN, dtype=numpy.int64) * 7 + 11  # known, non-trivial contents
@@ -289,14 +403,21 @@ class Relay:
         from ctxlab.cuda.kernels import VERIFY_THREADS, ProbeModule
 
         rec = self.rec
-        self.ctx = ctx = _make_context(self.kind, self.device)
+        self.ctx = ctx = _make_context(self.kind, self.device, self.green)
         self.ctx_id = drv.context_id(ctx)
         rec.add("setup", "context made", {"kind": self.kind, "handle": ctx, "id": self.ctx_id})
+        if self.green is not None:
+            rec.add("setup", "green context made", {**self.green.info(), "id": self.ctx_id})
         a = _cupy_alloc(rec, "setup", lambda: cupy.empty(ARRAY_LEN, dtype=cupy.int64), "a")
         _keep_current(rec, "setup", ctx, "cupy.empty")
         drv.copy_to_device(a.data.ptr, self.initial.tobytes())
         self.a, self.sum = a, int(self.initial.sum())
         self.dptr = _driver_alloc(rec, "setup")  # a driver allocation, followed like the CuPy one
+        # Each handoff checks the allocations still name the context they named at setup: for a primary or
+        # created context that is the context itself; for a green one, whatever the driver named (green-memory
+        # records which).
+        self.a_owner = ctx if self.green is None else drv.pointer_context(a.data.ptr)
+        self.d_owner = ctx if self.green is None else drv.pointer_context(self.dptr)
         out = drv.host_alloc_mapped(16)  # what the kernel read, written straight to the host
         self.seen = (ctypes.c_longlong * 2).from_address(out)
         self.probe = probe = ProbeModule.load()
@@ -340,8 +461,8 @@ class Relay:
             drv.push(ctx)
             cur = drv.current()
             ok &= self.check("current context", (cur.handle, cur.id), (self.ctx, self.ctx_id), r)
-            ok &= self.check("array pointer context", drv.pointer_context(self.a.data.ptr), self.ctx, r)
-            ok &= self.check("driver pointer context", drv.pointer_context(self.dptr), self.ctx, r)
+            ok &= self.check("array pointer context", drv.pointer_context(self.a.data.ptr), self.a_owner, r)
+            ok &= self.check("driver pointer context", drv.pointer_context(self.dptr), self.d_owner, r)
             address = int(ok_or_raise(module_get_global(self.probe.module, b"probe_global"), "cuModuleGetGlobal")[0])
             ok &= self.check("global address", address, self.probe.global_address, r)
             ok &= self.check("stream context", drv.stream_context(self.cu_stream), self.stream_ctx, r)
@@ -402,7 +523,14 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
     from ctxlab.harness.threads import Choreography, relay_steps
     from ctxlab.labs.common import scenario_output
 
-    relay = Relay(device, kind, threads, rounds)
+    green = None
+    if kind == GREEN:
+        from ctxlab.cuda.green import make_or_reason
+
+        green, why = make_or_reason(device)
+        if green is None:
+            return _skipped(f"handoff-{kind}", why)
+    relay = Relay(device, kind, threads, rounds, green)
     steps = relay.steps()
     total = len(steps) - 2
     choreo = Choreography(relay.names, timeout=timeout, progress=report_progress, progress_every=max(64, total // 50))
@@ -422,6 +550,15 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
         Choreography(relay.names, timeout=timeout).run(bare_steps, ctx)
         metrics[f"{kind}: bare handoffs/s"] = len(bare_steps) / (time.perf_counter() - t0)
     return scenario_output(relay.rec, metrics)
+
+
+def _skipped(scenario: str, why: str | None) -> dict:
+    """A scenario that cannot run here records why (its claims are ``skipped`` with that reason)."""
+    from ctxlab.labs.common import cuda_recorder, scenario_output
+
+    rec = cuda_recorder(scenario=scenario)
+    rec.add("start", "skipped", why or "no reason recorded", context=(None, None))
+    return scenario_output(rec)
 
 
 def _driver_work(rec, s: dict, label: str):
@@ -671,6 +808,213 @@ def cross_context(device: int) -> dict:
     return scenario_output(rec)
 
 
+# ---------------------------------------------------------------- green scenarios (children)
+
+GREEN_LAUNCHES = 200  # kernel launches per thread while both threads hold the green context
+SMID_BLOCKS = 1024  # blocks of the %smid kernel: more than a 16-SM partition holds at once
+SMID_THREADS = 128
+SMID_SPIN = 20_000  # clock cycles each block spins, so blocks stay resident and spread over every SM allowed
+
+
+def _green_or_skip(scenario: str, device: int):
+    """``(green context, None)`` or ``(None, the skipped scenario's output)``."""
+    from ctxlab.cuda.green import make_or_reason
+
+    green, why = make_or_reason(device)
+    return (green, None) if green is not None else (None, _skipped(scenario, why))
+
+
+def _green_thread(label: str, green, probe, barrier, out: dict, launches: int) -> None:
+    """One of two threads that push the same green context and launch into it at the same time."""
+    from collections import Counter
+
+    import cupy
+
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.outcome import checked
+
+    mine: dict = {"error": None}
+    try:
+        mine["push"] = drv.outcome(drv.push, green.handle)["status"]
+        mine["current_is_green"] = drv.current().handle == green.handle
+        barrier.wait(timeout=30)  # both threads have pushed it: it is current on both now
+        statuses = Counter(drv.outcome(probe.add_to_global, 1)["status"] for _ in range(launches))
+        mine["launches_tried"], mine["launches_ok"] = launches, statuses.pop("CUDA_SUCCESS", 0)
+        mine["launch_errors"] = dict(statuses)
+        mine["synchronize"] = drv.outcome(drv.synchronize)["status"]
+        barrier.wait(timeout=30)
+        mine["cupy"] = checked(lambda: int((cupy.full(1024, 5, dtype=cupy.int32) * 2).sum()), 10240)
+        mine["pop"] = drv.outcome(drv.pop)["status"]
+    except Exception as exc:  # a broken barrier or a library error: an outcome of this run, recorded
+        mine["error"] = f"{type(exc).__name__}: {exc}"
+    out[label] = mine
+
+
+def concurrent_green(device: int, launches: int = GREEN_LAUNCHES) -> dict:
+    """A green context current on two threads at once (the documentation rules it out): both launch into it."""
+    import threading
+
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.kernels import ProbeModule
+    from ctxlab.cuda.outcome import checked
+    from ctxlab.labs.common import cuda_recorder, scenario_output
+
+    green, skipped = _green_or_skip("concurrent-green", device)
+    if green is None:
+        return skipped
+    rec = cuda_recorder(scenario="concurrent-green")
+    drv.push(green.handle)
+    probe = ProbeModule.load()
+    probe.write_global(0)
+    rec.add("make", "context made", {"kind": GREEN, **green.info(), "id": drv.context_id(green.handle)})
+    drv.pop()
+    barrier = threading.Barrier(2)
+    out: dict = {}
+    threads = [threading.Thread(target=_green_thread, args=(name, green, probe, barrier, out, launches), name=name)
+               for name in ("A", "B")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=90)
+    hung = [t.name for t in threads if t.is_alive()]
+    drv.push(green.handle)
+    rec.add("check", "green current on two threads",
+            {"threads": {name: out.get(name, {"error": "hung" if name in hung else "no result"}) for name in "AB"},
+             "global": checked(probe.read_global, 2 * launches), "expected_global": 2 * launches})
+    drv.pop()
+    return scenario_output(rec)
+
+
+def _smids(probe, stream: int, blocks: int) -> list[int]:
+    """The distinct SMs that ran the blocks of one %smid launch on ``stream`` in the current context."""
+    import ctypes
+
+    import numpy
+
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.environment import init_driver
+    from ctxlab.cuda.errors import check
+
+    driver = init_driver()
+    out = drv.mem_alloc(4 * blocks)
+    launch = probe.packed("record_smid", [(out, ctypes.c_void_p), (SMID_SPIN, ctypes.c_longlong)], blocks,
+                          SMID_THREADS)
+    cu_stream = driver.CUstream(stream)
+    launch(cu_stream)
+    check(driver.cuStreamSynchronize(cu_stream), "cuStreamSynchronize")
+    ids = numpy.frombuffer(drv.copy_from_device(out, 4 * blocks), dtype=numpy.uint32)
+    check(driver.cuMemFree(out), "cuMemFree")
+    return sorted({int(i) for i in ids})
+
+
+def green_sm(device: int, blocks: int = SMID_BLOCKS) -> dict:
+    """Which SMs a kernel's blocks ran on: in the primary context, then in the green context (NULL stream and
+    a cuGreenCtxStreamCreate stream)."""
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda import green as greens
+    from ctxlab.cuda.kernels import ProbeModule
+    from ctxlab.labs.common import cuda_recorder, scenario_output
+
+    green, skipped = _green_or_skip("green-sm", device)
+    if green is None:
+        return skipped
+    rec = cuda_recorder(scenario="green-sm")
+    drv.push(drv.primary_retain(device))  # the primary context is active: the green context retains it
+    in_primary = _smids(ProbeModule.load(), 0, blocks)
+    drv.pop()
+    drv.push(green.handle)
+    probe = ProbeModule.load()
+    null_stream = _smids(probe, 0, blocks)
+    green_stream = _smids(probe, greens.stream_create(green), blocks)
+    rec.add("launch", "green sm ids",
+            {**green.info(), "green_resource_sms": greens.resource_sms(green), "blocks": blocks,
+             "primary_distinct": len(in_primary), "null_stream_distinct": len(null_stream),
+             "green_stream_distinct": len(green_stream), "null_stream_sms": null_stream,
+             "green_stream_sms": green_stream})
+    drv.pop()
+    return scenario_output(rec)
+
+
+def _read_with(probe, src: int) -> int:
+    """What a kernel of ``probe``'s context reads at ``src`` (through read_through, into memory of that context)."""
+    import struct
+
+    from ctxlab.cuda import driver as drv
+
+    out = drv.mem_alloc(8)
+    drv.copy_to_device(out, struct.pack("<q", -1))
+    probe.read_through(src, out)
+    drv.synchronize()
+    return struct.unpack("<q", drv.copy_from_device(out, 8))[0]
+
+
+def green_memory(device: int) -> dict:
+    """Which context owns memory allocated under the green context; kernels of the primary context and the
+    green context each read the other's memory."""
+    import struct
+
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.kernels import ProbeModule
+    from ctxlab.cuda.outcome import checked
+    from ctxlab.labs.common import cuda_recorder, scenario_output
+
+    green, skipped = _green_or_skip("green-memory", device)
+    if green is None:
+        return skipped
+    rec = cuda_recorder(scenario="green-memory")
+    in_green, in_primary = 0x6EE2_0001, 0x9A1_0002
+    primary = drv.primary_retain(device)
+    drv.push(green.handle)
+    g_ptr = drv.mem_alloc(8)
+    drv.copy_to_device(g_ptr, struct.pack("<q", in_green))
+    owner = drv.pointer_context(g_ptr)
+    green_probe = ProbeModule.load()
+    drv.pop()
+    drv.push(primary)
+    p_ptr = drv.mem_alloc(8)
+    drv.copy_to_device(p_ptr, struct.pack("<q", in_primary))
+    primary_probe = ProbeModule.load()
+    primary_reads = checked(lambda: _read_with(primary_probe, g_ptr), in_green)
+    drv.pop()
+    drv.push(green.handle)
+    green_reads = checked(lambda: _read_with(green_probe, p_ptr), in_primary)
+    drv.pop()
+    rec.add("memory", "green allocation",
+            {"pointer": g_ptr, "pointer_context": owner, "pointer_context_id": drv.outcome(drv.context_id, owner)
+             .get("value"), "green": green.handle, "green_id": drv.context_id(green.handle), "primary": primary,
+             "primary_id": drv.context_id(primary), "primary_reads_green": primary_reads,
+             "green_reads_primary": green_reads})
+    return scenario_output(rec)
+
+
+def green_cupy(device: int) -> dict:
+    """CuPy with the green context current: an allocation, then CuPy's first kernel; does the thread stay on it?"""
+    import cupy
+
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.outcome import checked
+    from ctxlab.labs.common import cuda_recorder, scenario_output
+
+    green, skipped = _green_or_skip("green-cupy", device)
+    if green is None:
+        return skipped
+    rec = cuda_recorder(scenario="green-cupy")
+    primary = drv.primary_retain(device)
+    drv.push(green.handle)
+    before = drv.current()
+    x = cupy.empty(4096, dtype=cupy.float32)
+    after_alloc = drv.current()
+    kernel = checked(_fresh_kernel, FRESH_KERNEL_SUM)  # the process's first CuPy kernel
+    after_kernel = drv.current()
+    owner = drv.pointer_context(x.data.ptr)
+    rec.add("green", "cupy under green",
+            {"green_id": drv.context_id(green.handle), "primary_id": drv.context_id(primary),
+             "current_before_id": before.id, "after_alloc_id": after_alloc.id, "after_kernel_id": after_kernel.id,
+             "allocation_owner_id": drv.outcome(drv.context_id, owner).get("value"), "kernel": kernel})
+    drv.set_current(0)
+    return scenario_output(rec)
+
+
 # ---------------------------------------------------------------- the lab
 
 @dataclass(frozen=True)
@@ -679,13 +1023,13 @@ class MigrateOptions(LabOptions):
 
     threads: int = field(default=4, metadata=bounded(1, 1024))
     rounds: int = field(default=3, metadata=bounded(1, 1_000_000))
-    context: str = "both"
+    context: str = "both"  # primary, created, green, both (primary and created) or all three
     timeout: float = field(default=30.0, metadata=bounded(0.1, 3600))  # one handoff's watchdog
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.context not in (*KINDS, "both"):
-            raise OptionError(f"--context: {self.context!r} is not one of {', '.join((*KINDS, 'both'))}")
+        if self.context not in CONTEXTS:
+            raise OptionError(f"--context: {self.context!r} is not one of {', '.join(CONTEXTS)}")
         if self.threads * self.rounds > MAX_HANDOFFS:
             raise OptionError(f"--threads x --rounds = {self.threads * self.rounds:,} handoffs is more than "
                               f"{MAX_HANDOFFS:,}")
@@ -694,11 +1038,23 @@ class MigrateOptions(LabOptions):
 def scenarios(options: MigrateOptions) -> list[Scenario]:
     """The relay for each chosen kind, its side scenarios, and the CuPy and cross-context ones."""
     here, device = "ctxlab.labs.migrate", options.device
-    kinds = KINDS if options.context == "both" else (options.context,)
+    kinds = {"both": KINDS, "all": (*KINDS, GREEN)}.get(options.context, (options.context,))
     # A generous floor plus what the slowest plausible rate would need.
     relay_timeout = 120 + options.threads * options.rounds * 0.002
     out = []
     for kind in kinds:
+        if kind == GREEN:
+            out += [
+                Scenario("handoff-green", f"{here}:handoff",
+                         (device, kind, options.threads, options.rounds, options.timeout), timeout=relay_timeout,
+                         isolation=Isolation.GPU_ALONE, reports_progress=True),
+                # Current on two threads, which the documentation rules out: repeated, each run in a fresh process.
+                Scenario("concurrent-green", f"{here}:concurrent_green", (device,), undefined=True),
+                Scenario("green-sm", f"{here}:green_sm", (device,), isolation=Isolation.GPU_ALONE),
+                Scenario("green-memory", f"{here}:green_memory", (device,)),
+                Scenario("green-cupy", f"{here}:green_cupy", (device,)),
+            ]
+            continue
         out += [
             Scenario(f"handoff-{kind}", f"{here}:handoff",
                      (device, kind, options.threads, options.rounds, options.timeout), timeout=relay_timeout,

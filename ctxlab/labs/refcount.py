@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxlab.claim import Claim, MissingObservation, Observations, one, repeats, select, silent_wrong, some, spread
+from ctxlab.cuda.green import SOURCE_AS_PRIMARY, SOURCE_RETAINS
 from ctxlab.lab import Lab, LabOptions, Scenario
 from ctxlab.record import Observation
 
@@ -252,6 +253,89 @@ def facts_thread_exit(obs: Observations) -> dict:
             "seen": ", ".join(_header_text(h) for h in seen) or "none recorded"}
 
 
+# ---------------------------------------------------------------- green contexts
+
+GREEN_SCENARIOS = ("green-reference", "green-primary-reset", "green-destroy-elsewhere")
+GREEN_DESTROY = ("CUDA Driver API, cuGreenCtxDestroy says nothing of other threads; cuCtxFromGreenCtx: 'The validity "
+                 "of the returned pContext is tied to hCtx' (https://docs.nvidia.com/cuda/cuda-driver-api/"
+                 "group__CUDA__GREEN__CONTEXTS.html); recorded as observed")
+
+
+def facts_green_retains(obs: Observations) -> dict:
+    """Per run: the primary context alive after the lab's last release while a green context lived, gone after
+    the green context was destroyed."""
+    found = [o.value for o in some(obs, "green reference", "green-reference")]
+    kept = sum(1 for v in found if v["active_after_create"] and v["active_after_lab_release"]
+               and v["destroy"] == "CUDA_SUCCESS" and not v["active_after_destroy"])
+    return {"repeats": len(found), "runs": _runs(obs, "green-reference", len(found)), "kept": kept,
+            "after_create": spread(v["active_after_create"] for v in found),
+            "after_release": spread(v["active_after_lab_release"] for v in found),
+            "destroy": spread(v["destroy"] for v in found),
+            "after_destroy": spread(v["active_after_destroy"] for v in found)}
+
+
+def facts_green_releases(obs: Observations) -> dict:
+    """Releases the driver accepted while only a green context held the primary context, and its destroy after."""
+    found = [o.value for o in some(obs, "green releases accepted", "green-reference")]
+    return {"runs": _runs(obs, "green-reference", len(found)), "extra": spread(v["extra"] for v in found),
+            "refused": spread(v["refused"] for v in found),
+            "inactive": sum(1 for v in found if v["after_last"] and not v["after_last"]["active"]),
+            "destroy": spread(v["destroy_after"] for v in found)}
+
+
+def facts_green_primary_reset(obs: Observations) -> dict:
+    """What the green context's memory, module and next calls gave after cuDevicePrimaryCtxReset, in every run."""
+    found = [o.value for o in some(obs, "green after primary reset", "green-primary-reset")]
+    return {"runs": _runs(obs, "green-primary-reset", len(found)), "reset": spread(v["reset"] for v in found),
+            "active": spread(v["active_after"] for v in found),
+            "pointer": spread(v["pointer_status"] for v in found),
+            "green_id": spread(v["green_id_after"] for v in found),
+            "old_data": spread(v["old_data"] for v in found), "kernel": spread(v["kernel"] for v in found),
+            "new_alloc": spread(v["new_alloc"] for v in found), "destroy": spread(v["destroy"] for v in found),
+            "silent_wrong": silent_wrong([v["old_data"] for v in found] + [v["kernel"] for v in found])}
+
+
+def facts_green_destroy_elsewhere(obs: Observations) -> dict:
+    """Thread B's current context and its calls after thread A destroyed the green context, in every run."""
+    found = [o.value for o in some(obs, "green destroyed while current elsewhere", "green-destroy-elsewhere")]
+    return {"runs": _runs(obs, "green-destroy-elsewhere", len(found)),
+            "still": sum(1 for v in found if v["current_after"] and v["current_after"] == v["handle"]),
+            "destroy": spread(v["destroy"] for v in found), "synchronize": spread(v["synchronize"] for v in found),
+            "alloc": spread(v["alloc"] for v in found)}
+
+
+GREEN_CLAIMS = (
+    Claim("refcount.green-retains-primary",
+          "cuGreenCtxCreate retains the device's primary context and cuGreenCtxDestroy releases it: the primary "
+          "context outlives the lab's last release while a green context lives, and goes when that green context is "
+          "destroyed.", SOURCE_RETAINS, "promise", ("green-reference",), facts_green_retains,
+          "over {runs}: the primary context was active after cuGreenCtxCreate: {after_create}; after the lab "
+          "released its one retain: {after_release}; cuGreenCtxDestroy -> {destroy}; active after it: "
+          "{after_destroy} (all four as documented in {kept})",
+          lambda f: f["kept"] == f["repeats"]),
+    Claim("refcount.green-release-count",
+          "How many cuDevicePrimaryCtxRelease calls the driver accepts while only a green context holds the primary "
+          "context, and what cuGreenCtxDestroy returns after them.", NO_DOC, "observation", ("green-reference",),
+          facts_green_releases,
+          "with a green context and no retain of the lab's, over {runs}: releases accepted: {extra}, the next "
+          "returned {refused}; the primary context inactive after the last accepted one in {inactive}; "
+          "cuGreenCtxDestroy afterwards -> {destroy}"),
+    Claim("refcount.green-primary-reset",
+          "What cuDevicePrimaryCtxReset does to a green context that is current, and to memory and modules made in "
+          "it.", SOURCE_AS_PRIMARY + "; nothing promises what a reset does to a green context: recorded as observed",
+          "observation", ("green-primary-reset",), facts_green_primary_reset,
+          "cuDevicePrimaryCtxReset with a green context current, over {runs}: {reset}; primary context active after: "
+          "{active}; the green context's memory (cuPointerGetAttribute): {pointer}, read back: {old_data}; its "
+          "module's kernel: {kernel}; cuCtxGetId of its CUcontext: {green_id}; a new cuMemAlloc there: {new_alloc}; "
+          "cuGreenCtxDestroy: {destroy}; wrong values returned without an error: {silent_wrong}"),
+    Claim("refcount.green-destroy-while-current-elsewhere",
+          "What a thread with a green context current sees after another thread destroyed that green context.",
+          GREEN_DESTROY, "observation", ("green-destroy-elsewhere",), facts_green_destroy_elsewhere,
+          "thread A's cuGreenCtxDestroy -> {destroy}; over {runs}, thread B's current context was still the "
+          "destroyed green context's in {still}; on B, cuCtxSynchronize -> {synchronize}, cuMemAlloc -> {alloc}"),
+)
+
+
 CLAIMS = (
     Claim("refcount.runtime-holds-reference",
           "The runtime retains the primary context it uses: releasing it from the driver API only after the "
@@ -323,6 +407,7 @@ CLAIMS = (
           "exports cudaThreadExit: {exported}; cuda_runtime_api.h of the runtime version that ran: {matched}; "
           "headers found: {seen}",
           lambda f: f["exported"] or f["declared"]),
+    *GREEN_CLAIMS,
 )
 
 
@@ -734,6 +819,153 @@ def thread_exit(device: int) -> dict:
     return scenario_output(rec)
 
 
+# ---------------------------------------------------------------- green scenarios (children)
+
+def _green_steps(scenario: str, device: int):
+    """``(held, steps, None)``, or ``(None, None, output)`` recording why no green context can be made here."""
+    from ctxlab.cuda.environment import init_driver
+    from ctxlab.cuda.green import unavailable
+
+    held = Held(device)
+    steps = _steps(scenario, held)
+    init_driver()
+    why = unavailable()
+    if why:
+        steps.rec.add("start", "skipped", why, context=(None, None))
+        return None, None, steps.output()
+    return held, steps, None
+
+
+def _make_green(device: int, steps):
+    """A green context, or None after recording why it cannot be made (its claims are then skipped)."""
+    from ctxlab.cuda.green import make_or_reason
+
+    green, why = make_or_reason(device)
+    if green is None:
+        steps.rec.add("start", "skipped", why, context=(None, None))
+    return green
+
+
+def green_reference(device: int) -> dict:
+    """The green context's reference on the primary context: the lab retains, makes a green context, releases,
+    destroys it; then, with a second green context and no retain, releases past zero (undefined: repeated)."""
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda import green as greens
+
+    held, steps, out = _green_steps("green-reference", device)
+    if out is not None:
+        return out
+    steps.after("start")
+    held.retain()
+    green = _make_green(device, steps)
+    if green is None:
+        return steps.output()
+    created = steps.after("lab retain, then cuGreenCtxCreate")
+    held.release()
+    released = steps.after("lab released its retain; the green context lives")
+    destroy = drv.outcome(greens.destroy, green)["status"]
+    destroyed = steps.after(f"cuGreenCtxDestroy: {destroy}")
+    steps.rec.add("summary", "green reference",
+                  {"active_after_create": created["active"], "active_after_lab_release": released["active"],
+                   "destroy": destroy, "active_after_destroy": destroyed["active"]})
+    # Undefined from here: releasing the green context's own reference from under it.
+    second = greens.create(device)
+    steps.after("a second cuGreenCtxCreate, no retain of the lab's")
+    extra, refused, last = _release_past_zero(held, steps, None, None)
+    destroy_after = drv.outcome(greens.destroy, second)["status"]
+    steps.after(f"cuGreenCtxDestroy after the releases: {destroy_after}")
+    steps.rec.add("summary", "green releases accepted", {"extra": extra, "refused": refused, "after_last": last,
+                                                         "destroy_after": destroy_after})
+    return steps.output()
+
+
+def green_primary_reset(device: int) -> dict:
+    """cuDevicePrimaryCtxReset while a green context is current with memory and a module in it; then use them."""
+    import struct
+
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda import green as greens
+    from ctxlab.cuda.kernels import ProbeModule
+    from ctxlab.cuda.outcome import checked
+
+    held, steps, out = _green_steps("green-primary-reset", device)
+    if out is not None:
+        return out
+    green = _make_green(device, steps)
+    if green is None:
+        return steps.output()
+    known = 0x6EE2_7E5E
+    drv.push(green.handle)
+    ptr = drv.mem_alloc(8)
+    drv.copy_to_device(ptr, struct.pack("<q", known))
+    probe = ProbeModule.load()
+    probe.write_global(7)
+    held.pointer = ptr
+    steps.after("green context current, with a cuMemAlloc and the probe module in it")
+    reset = drv.outcome(drv.primary_reset, device)["status"]
+    after = steps.after(f"cuDevicePrimaryCtxReset: {reset}")
+    green_id = drv.outcome(drv.context_id, green.handle)
+
+    def bumped() -> int:
+        probe.add_to_global(1)
+        drv.synchronize()
+        return probe.read_global()
+
+    old_data = checked(lambda: struct.unpack("<q", drv.copy_from_device(ptr, 8))[0], known)
+    kernel = checked(bumped, 8)
+    new_alloc = drv.outcome(drv.mem_alloc, 64)["status"]
+    if drv.current().handle == green.handle:
+        drv.outcome(drv.pop)
+    destroy = drv.outcome(greens.destroy, green)["status"]
+    held.pointer = None
+    steps.after(f"cuGreenCtxDestroy: {destroy}")
+    steps.rec.add("after", "green after primary reset",
+                  {"reset": reset, "active_after": after["active"], "pointer_status": after.get("pointer_status"),
+                   "green_id_after": green_id["value"] if green_id["ok"] else green_id["status"],
+                   "old_data": old_data, "kernel": kernel, "new_alloc": new_alloc, "destroy": destroy})
+    return steps.output()
+
+
+def green_destroy_elsewhere(device: int) -> dict:
+    """Thread A destroys a green context while it is current on thread B; B then calls into it."""
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda import green as greens
+    from ctxlab.cuda.environment import init_driver
+    from ctxlab.harness.threads import Choreography, Step
+
+    held, steps, out = _green_steps("green-destroy-elsewhere", device)
+    if out is not None:
+        return out
+    green = _make_green(device, steps)
+    if green is None:
+        return steps.output()
+    driver = init_driver()
+    s: dict = {}
+
+    def b_push(c):
+        drv.push(c)
+        steps.after("B: pushed the green context")
+        return c
+
+    def a_destroy(c):
+        s["destroy"] = drv.outcome(greens.destroy, green)["status"]
+        steps.after(f"A: cuGreenCtxDestroy: {s['destroy']}")
+        return c
+
+    def b_next(c):
+        cur = drv.outcome(drv.current)
+        sync = drv.raw_status(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+        alloc = drv.outcome(drv.mem_alloc, 64)["status"]
+        steps.rec.add("B next", "green destroyed while current elsewhere",
+                      {"destroy": s["destroy"], "handle": green.handle,
+                       "current_after": cur["value"].handle if cur["ok"] else 0, "synchronize": sync, "alloc": alloc})
+        return c
+
+    Choreography(["A", "B"], timeout=60).run([Step("B", "push", b_push), Step("A", "destroy", a_destroy),
+                                              Step("B", "next", b_next)], green.handle)
+    return steps.output()
+
+
 # ---------------------------------------------------------------- the lab
 
 def scenarios(options: LabOptions) -> list[Scenario]:
@@ -747,6 +979,8 @@ def scenarios(options: LabOptions) -> list[Scenario]:
         Scenario("primary-reset", f"{here}:primary_reset", (device,), undefined=True),
         Scenario("created", f"{here}:created", (device,), undefined=True),
         Scenario("thread-exit", f"{here}:thread_exit", (device,)),
+        # Green contexts: each releases, resets or destroys under a green context, so each is repeated.
+        *(Scenario(name, f"{here}:{name.replace('-', '_')}", (device,), undefined=True) for name in GREEN_SCENARIOS),
     ]
 
 

@@ -21,10 +21,11 @@ Edit = Callable[[list[Observation]], list[Observation]]
 
 @dataclass(frozen=True)
 class Case:
-    """``fixture``: a file under labs/results; ``keep``: edits after which the claim holds
-    (none: the recorded run holds it); ``breaks``: edits after which it fails, or is ``changed``."""
+    """``fixture``: a file under labs/results, or (for scenarios no GPU run has recorded yet) a list of
+    observations written in the test (``tests/claim_cases/green_fixtures.py``); ``keep``: edits after which
+    the claim holds (none: the fixture holds it); ``breaks``: edits after which it fails, or is ``changed``."""
 
-    fixture: str
+    fixture: str | Sequence[Observation]
     breaks: Sequence[Edit]
     keep: Sequence[Edit] = ()
 

@@ -1,6 +1,7 @@
 """Cases for lifecycle's claims (see tests/claim_cases/__init__.py)."""
 
 from tests.claim_cases import Case, edit
+from tests.claim_cases.green_fixtures import LIFECYCLE as GREEN
 
 F = "lifecycle.json"
 
@@ -62,5 +63,14 @@ CASES: dict[str, Case] = {
         edit("flags", "flags", primary_set_flags_active="CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE", flags_after_primary_set=1),
     ], breaks=[
         edit("flags", "flags", primary_set_flags_active="CUDA_SUCCESS", flags_after_primary_set=2),
+    ]),
+    # Green contexts: synthetic observations until a GPU run is recorded (tests/claim_cases/green_fixtures.py).
+    "lifecycle.runtime-uses-green-context": Case(GREEN, breaks=[
+        edit("runtime under a green context", "green-runtime", runtime_owner_id=1, same_owner=False),
+        edit("runtime under a green context", "green-runtime", current_after_malloc_is_green=False),
+    ]),
+    "lifecycle.device-execution-context-is-primary": Case(GREEN, breaks=[
+        edit("execution context", "execution-context", id=3),
+        edit("execution context", "execution-context", status="cudaErrorInvalidValue", id=None),
     ]),
 }

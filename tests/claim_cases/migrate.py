@@ -1,8 +1,10 @@
 """Cases for migrate's claims (see tests/claim_cases/__init__.py)."""
 
 from tests.claim_cases import Case, edit
+from tests.claim_cases.green_fixtures import MIGRATE as GREEN
 
 F = "migrate.json"
+SILENT = "silent-wrong-result (got 0, expected 1860304897)"
 
 CASES: dict[str, Case] = {
     "migrate.state-follows-context": Case(F, breaks=[
@@ -30,5 +32,20 @@ CASES: dict[str, Case] = {
     ], breaks=[
         edit("cross-context dereference", "cross-context", outcome="CUDA_SUCCESS", value_read=0x5EEDCAFE,
              read_ok=True),
+    ]),
+    # Green contexts: synthetic observations until a GPU run is recorded (tests/claim_cases/green_fixtures.py).
+    "migrate.green-state-follows-context": Case(GREEN, breaks=[
+        edit("handoffs verified", "handoff-green", verified=11, mismatches=1,
+             first_mismatch={"check": "array pointer context", "seen": 1, "expected": 2}),
+        edit("handoffs verified", "handoff-green", final_ok=False),
+    ]),
+    "migrate.green-sm-partition": Case(GREEN, breaks=[
+        edit("green sm ids", "green-sm", null_stream_distinct=132),
+        edit("green sm ids", "green-sm", green_stream_distinct=17),
+        edit("green sm ids", "green-sm", null_stream_distinct=0),
+    ]),
+    "migrate.green-memory-shared-with-primary": Case(GREEN, breaks=[
+        edit("green allocation", "green-memory", primary_reads_green=SILENT),
+        edit("green allocation", "green-memory", green_reads_primary="CUDA_ERROR_ILLEGAL_ADDRESS"),
     ]),
 }

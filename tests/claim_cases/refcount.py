@@ -8,6 +8,7 @@ so a case holds only if every repeat is read.
 from __future__ import annotations
 
 from tests.claim_cases import Case, edit, repeat_with
+from tests.claim_cases.green_fixtures import REFCOUNT as GREEN
 
 F = "refcount.json"
 SILENT = "silent-wrong-result (got 0, expected 1499500)"
@@ -67,5 +68,11 @@ CASES: dict[str, Case] = {
         # The header of the version that ran does not declare it, and cuda.bindings does not export it.
         edit("cudaThreadExit", "thread-exit",
              headers_seen=[CUDA_13_0, {**CUDA_12_4, "declares_cudaThreadExit": False}]),
+    ]),
+    # Green contexts: synthetic observations until a GPU run is recorded (tests/claim_cases/green_fixtures.py).
+    "refcount.green-retains-primary": Case(GREEN, breaks=[
+        repeat_with("green reference", "green-reference", active_after_lab_release=False),  # no reference held
+        repeat_with("green reference", "green-reference", active_after_destroy=True),  # destroy kept it
+        repeat_with("green reference", "green-reference", destroy="CUDA_ERROR_INVALID_CONTEXT"),
     ]),
 }

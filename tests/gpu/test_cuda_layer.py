@@ -71,3 +71,13 @@ def test_a_device_that_does_not_exist_is_a_usage_error():
     assert f"device {missing} does not exist" in result.output and "Traceback" not in result.output
     result = CliRunner().invoke(cli, ["check", "--devices", f"0,{missing}"], catch_exceptions=False)
     assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_green_context_helpers_against_the_real_driver():
+    """ctxlab.cuda.green alone, before the labs use it: a failure here is the helper's, not a lab's."""
+    out = run_isolated("tests.gpu.gpu_targets:green_roundtrip", timeout=120)
+    assert out["before"] is False and out["primary_active_after_create"] is True, out
+    assert 0 < out["group_sms"] <= out["resource_sms"] < out["device_sms"], out
+    assert out["group_sms"] + out["remainder_sms"] <= out["device_sms"], out
+    assert out["current_is_green"] and out["popped_is_green"] and out["global"] == 42, out
+    assert out["primary_active_after_destroy"] is False, out  # the green context's reference was the only one

@@ -46,12 +46,43 @@ def test_migrate_stress_32_threads_1000_rounds(tmp_path):
     assert result.exit_code == 0
 
 
+def test_migrate_green_context(tmp_path):
+    """migrate --context green: the relay of a green context and its own scenarios (written before any green run
+    was recorded: its verdicts in expected_verdicts.json are predictions until then)."""
+    result, run = run_lab(tmp_path, "migrate-green", "--context", "green")
+    green = ("handoff-green", "concurrent-green", "green-sm", "green-memory", "green-cupy")
+    skipped = [o.value for o in run.observations if o.what == "skipped" and o.scenario in green]
+    assert not skipped, skipped  # an H200 with a CUDA 13 driver makes green contexts
+    assert set(run.timings) >= set(green)
+    (summary,) = [o.value for o in run.observations if o.what == "handoffs verified"]
+    assert summary["verified"] == summary["handoffs"] == 4 * 3 and summary["final_ok"], summary
+    (sms,) = [o.value for o in run.observations if o.what == "green sm ids"]
+    assert 0 < sms["group_sms"] < sms["device_sms"], sms
+    assert {o.repeat for o in run.observations if o.scenario == "concurrent-green"} == {0, 1, 2}
+    assert_expected(run)
+    assert result.exit_code == 0
+
+
+def test_migrate_all_context_kinds(tmp_path):
+    """--context all: the primary, created and green relays in one run."""
+    result, run = run_lab(tmp_path, "migrate-all", "--context", "all", "--repeats", "1")
+    summaries = {o.scenario: o.value for o in run.observations if o.what == "handoffs verified"}
+    assert set(summaries) == {"handoff-primary", "handoff-created", "handoff-green"}
+    assert all(v["verified"] == v["handoffs"] and v["final_ok"] for v in summaries.values()), summaries
+    assert_expected(run)
+    assert result.exit_code == 0
+
+
 def test_refcount_every_scenario(tmp_path):
     result, run = run_lab(tmp_path, "refcount")
     scenarios = {o.scenario for o in run.observations}
     assert {"runtime-1", "runtime-2", "release-without-retain", "device-reset", "primary-reset", "created",
             "thread-exit"} <= scenarios
     assert {o.repeat for o in run.observations if o.scenario == "device-reset"} == {0, 1, 2}
+    green = {"green-reference", "green-primary-reset", "green-destroy-elsewhere"}
+    assert green <= scenarios
+    assert not [o.value for o in run.observations if o.what == "skipped" and o.scenario in green]
+    assert {o.repeat for o in run.observations if o.scenario == "green-reference"} == {0, 1, 2}
     assert_expected(run)
     assert result.exit_code == 0
 
@@ -61,6 +92,8 @@ def test_lifecycle_every_sequence(tmp_path):
     imported = [o for o in run.observations if o.scenario == "first-context" and o.what == "after"
                 and o.value["call"] == "import cupy"]
     assert imported and imported[0].value.get("cupy_already_imported") is False  # a fresh interpreter
+    assert any(o.what == "runtime under a green context" for o in run.observations)
+    assert {"green-runtime", "execution-context"} <= set(run.timings)
     assert_expected(run)
     assert result.exit_code == 0
 
