@@ -217,10 +217,10 @@ def locate(hit: Hit, stream: Stream) -> tuple[tuple[Location, ...], str]:
 
 def finding(rule, hit: Hit, stream: Stream) -> Finding:
     stack, source = locate(hit, stream)
-    related = []
+    related: list[tuple[str, Location]] = []
     for what, event in hit.related:
         frames = _frames(event.get("stack"))
-        if frames:
+        if frames and (what, frames[0]) not in related:
             related.append((what, frames[0]))
     calls = tuple(call_text(e) for e in (hit.calls or (hit.event,)))
     return Finding(rule=rule.id, severity=rule.severity, message=hit.message, thread=str(hit.event.get("thread", "?")),

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import threading
+from types import FrameType
 
 from ctxlab.stacks import frame_stack, user_stack
 
@@ -31,11 +32,12 @@ def is_cuda_module(name: str) -> bool:
 class ForkWatch:
     """Installed once per audit (at-fork hooks cannot be removed: ``active`` turns it off)."""
 
-    def __init__(self, path: str, initialised):
+    def __init__(self, path: str, initialised, on_child=None):
         self.path = path
         self.initialised = initialised  # () -> bool: has the parent initialised CUDA?
+        self.on_child = on_child  # () -> None: run first in the child (renew locks another thread may hold)
         self.active = False
-        self._fork_frame = None
+        self._fork_frame: FrameType | None = None
         self._fork_lasti = -1
 
     def install(self) -> ForkWatch:
@@ -61,6 +63,8 @@ class ForkWatch:
             return
         try:
             self.active = False  # the child's own children are its business
+            if self.on_child is not None:
+                self.on_child()
             initialised = bool(self.initialised())
             frame = sys._getframe(1)  # the frame that called os.fork (the hook is called from C)
             self._fork_frame, self._fork_lasti = frame, frame.f_lasti

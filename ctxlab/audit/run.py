@@ -62,6 +62,15 @@ def _initialised(tracer) -> bool:
     return bool(tracer.cuda_initialised or tracer.stats.get("callbacks"))
 
 
+def _renew_locks(tracer) -> None:
+    """In a forked child: the tracer's locks as new (a thread of the parent may have held one at the fork)."""
+    from ctxlab.trace import _Activity
+
+    _Activity.lock = threading.Lock()
+    if tracer is not None:
+        tracer._lock = threading.Lock()
+
+
 def audit_program(code: str | None = None, module: str | None = None, argv: list[str] | tuple = (),
                   calls_mode: str = "context") -> AuditResult:
     """Run the program (``-c`` code, ``-m`` module, or a script and its arguments) under the tracer, judge it."""
@@ -75,7 +84,8 @@ def audit_program(code: str | None = None, module: str | None = None, argv: list
     fd, log = tempfile.mkstemp(prefix="ctxlab-audit-forks.", suffix=".jsonl")
     os.close(fd)
     holder: dict = {}
-    watch = ForkWatch(log, lambda: _initialised(holder.get("tracer")))
+    watch = ForkWatch(log, lambda: _initialised(holder.get("tracer")),
+                      on_child=lambda: _renew_locks(holder.get("tracer")))
     saved_hook = threading.excepthook
 
     def thread_hook(args) -> None:
