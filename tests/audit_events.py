@@ -26,7 +26,8 @@ class Events:
     def call(self, domain: str, name: str, start: int, end: int | None = None, tid: int = MAIN,
              status: str | None = None, context: int = 0, line: int | None = None, **extra) -> dict:
         ok = "CUDA_SUCCESS" if domain == "driver" else "cudaSuccess"
-        event = {"domain": domain, "name": name, "tid": tid, "start": start, "end": end if end is not None else start + 5,
+        event = {"domain": domain, "name": name, "tid": tid, "start": start,
+                 "end": end if end is not None else start + 5,
                  "correlation": next(self._corr), "status": status or ok, "context": context,
                  "seq": next(self._seq), "thread": NAMES.get(tid, f"thread {tid}")}
         if context:
