@@ -32,10 +32,9 @@ class Events:
                  "seq": next(self._seq), "thread": NAMES.get(tid, f"thread {tid}")}
         if context:
             event["context_uid"] = {PRIMARY: 1, CREATED: 2, OTHER: 3}.get(context, 9)
-        if line is not None:
+        if line is not None:  # a callback saw it: exact context, the user's stack
             event["stack"] = stack(line)
-            event["from"] = "callback"
-        else:
+        else:  # an activity record only: the context is inferred
             event["inferred"] = True
         event.update(extra)
         self.events.append(event)
@@ -58,6 +57,9 @@ class Events:
     def primary_runtime(self, start: int = 10, tid: int = MAIN, line: int = 5) -> None:
         """cudaSetDevice creating and binding the primary context (as first_context.trace.json shows)."""
         self.runtime("cudaSetDevice", start, end=start + 50, tid=tid, context=PRIMARY)
-        self.driver("cuCtxSetCurrent", start + 5, end=start + 10, tid=tid, context=PRIMARY, line=line)
-        self.driver("cuDevicePrimaryCtxRetain", start + 15, end=start + 40, tid=tid, context=PRIMARY, line=line)
+        # driver calls a runtime makes: only a callback sees them (no activity record)
+        self.driver("cuCtxSetCurrent", start + 5, end=start + 10, tid=tid, context=PRIMARY, line=line,
+                    **{"from": "callback"})
+        self.driver("cuDevicePrimaryCtxRetain", start + 15, end=start + 40, tid=tid, context=PRIMARY, line=line,
+                    **{"from": "callback"})
         self.resource("CONTEXT_CREATED", start + 20, tid=tid, context=PRIMARY, line=line)

@@ -129,6 +129,12 @@ def test_primary_released_quiet_without_destroy_failure_or_when_the_runtime_rele
     assert not [f for f in judge(released_stream(**kw).events) if f.rule == "primary-released-under-runtime"]
 
 
+def test_primary_released_quiet_when_only_a_callback_saw_the_release():
+    ev = released_stream()
+    next(e for e in ev.events if e["name"].startswith("cuDevicePrimaryCtxRelease"))["from"] = "callback"
+    assert not [f for f in judge(ev.events) if f.rule == "primary-released-under-runtime"]
+
+
 # ---------------------------------------------------------------- reset-with-live-allocations
 
 def reset_stream(allocate=True, failure=True, runtime=True) -> Events:
@@ -227,6 +233,14 @@ def test_several_runtime_copies_is_info_at_the_second_copy():
     (f,) = judge(ev.events)
     assert f.rule == "several-runtime-copies" and f.severity == "info" and str(f.location) == "app.py:9"
     assert [(w, str(loc)) for w, loc in f.related] == [("retained first at", "app.py:5")]
+
+
+def test_a_retain_only_a_callback_saw_counts_as_a_runtime_copys():
+    ev = Events()
+    ev.primary_runtime(line=5)
+    ev.driver("cuDevicePrimaryCtxRetain", 110, end=120, context=PRIMARY, line=9, **{"from": "callback"})
+    (f,) = judge(ev.events)
+    assert f.rule == "several-runtime-copies" and "did not record" in f.message
 
 
 def test_one_runtime_copy_and_a_driver_retain_are_quiet():

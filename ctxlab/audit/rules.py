@@ -55,6 +55,13 @@ def _thread(event: dict) -> str:
     return str(event.get("thread", "?"))
 
 
+def _by_runtime(s: Stream, event: dict) -> bool:
+    """Whether a runtime made this driver call beneath one of its own calls: a runtime call on the same thread
+    spans it, or only a callback saw it (CUPTI writes activity records for the driver calls the program makes,
+    not for those a runtime makes, whether or not that runtime copy's own calls are recorded)."""
+    return event.get("from") == "callback" or s.enclosing_runtime(event) is not None
+
+
 # ---------------------------------------------------------------- predicates
 
 def no_context(s: Stream) -> list[Hit]:
@@ -63,7 +70,7 @@ def no_context(s: Stream) -> list[Hit]:
     for e in s.calls:
         if e.get("domain") != "driver" or e.get("status") != INVALID_CONTEXT or e.get("context"):
             continue
-        if e.get("name", "").startswith(PROBES) or s.enclosing_runtime(e) is not None:
+        if e.get("name", "").startswith(PROBES) or _by_runtime(s, e):
             continue  # a probe, or the runtime asking beneath its own call (it binds a context next)
         if e.get("tid") in seen or s.had_context_before(e.get("tid"), e.get("start", 0)):
             continue
@@ -106,7 +113,7 @@ def primary_released_under_runtime(s: Stream) -> list[Hit]:
     for r in s.calls:
         if not r.get("name", "").startswith("cuDevicePrimaryCtxRelease") or not _ok(r):
             continue
-        if s.enclosing_runtime(r) is not None:
+        if _by_runtime(s, r):
             continue  # the runtime's own release (cudaDeviceReset and the like): judged by the reset rule
         destroyed = [d for d in s.resources if d.get("name") == "CONTEXT_DESTROY_STARTING" and d.get("context")
                      and d.get("tid") == r.get("tid") and r.get("start", 0) <= d.get("start", 0) <= end_of(r)]
@@ -214,9 +221,9 @@ def several_runtime_copies(s: Stream) -> list[Hit]:
             continue
         if first_end is not None and e.get("start", 0) > first_end:
             continue  # a runtime retaining again after a reset is the same copy
-        outer = s.enclosing_runtime(e)
-        if outer is None:
+        if not _by_runtime(s, e):
             continue  # the program's (or a library's) own driver retain
+        outer = s.enclosing_runtime(e) or {"name": "a runtime call CUPTI did not record", "context": 0}
         by_context.setdefault(e.get("context") or outer.get("context") or 0, []).append((e, outer))
     hits = []
     for handle, retains in by_context.items():
@@ -228,7 +235,7 @@ def several_runtime_copies(s: Stream) -> list[Hit]:
                            + (f" {handle:#x}" if handle else "") + ": each was the first call of a copy of the CUDA "
                            "runtime (CuPy's, cuda.bindings', a library's statically linked one). Each copy holds "
                            "its own reference, and a cudaDeviceReset through one destroys the context under the "
-                           "others", calls=tuple(x for pair in retains for x in pair),
+                           "others", calls=tuple(x for pair in retains for x in pair if "start" in x),
                         related=tuple(("retained first at", r) for r, _ in retains[:1])))
     return hits
 
