@@ -143,3 +143,23 @@ def test_the_guard_fails_the_leaking_tests_of_the_sample_suite(tmp_path):
     assert current is not None and "context-left-current" in (current.text or "")
     assert f"{sample}:{marked_line(sample, '# CURRENT')}" in (current.text or "")
     assert "ctxlab guard: 2 test(s) failed the guard" in done.stdout
+
+
+def test_audit_overhead_is_measured(tmp_path):
+    """Records the audit's cost (the issue asks for at most 2x; judged by the lead on the recorded figures):
+    the launch benchmark traced as the audit traces, and whole programs bare against audited."""
+    out = out_dir(tmp_path)
+    launch = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "trace_overhead.py"), "--audit",
+                             "--json", os.path.join(out, "trace_overhead-audit.json")], capture_output=True,
+                            text=True, env=ENV, cwd=ROOT, timeout=600)
+    assert launch.returncode == 0, launch.stdout + launch.stderr
+    print(launch.stdout)
+    programs = ["launch-loop"] + (["examples/programs/torch_train_step.py"]
+                                  if importlib.util.find_spec("torch") else [])
+    whole = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "audit_overhead.py"), "--repeats", "3",
+                            "--json", os.path.join(out, "audit_overhead.json"), *programs], capture_output=True,
+                           text=True, env=ENV, cwd=ROOT, timeout=600)
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    print(whole.stdout)
+    doc = json.load(open(os.path.join(out, "audit_overhead.json")))
+    assert all("ratio" in entry for entry in doc["programs"]), doc["programs"]
