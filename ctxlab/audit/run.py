@@ -104,14 +104,14 @@ def audit_program(code: str | None = None, module: str | None = None, argv: list
         status, tracer, stats = trace_program(code, module, argv, calls_mode=calls_mode, on_exception=main_hook,
                                               on_start=lambda t: holder.setdefault("tracer", t),
                                               stacks=True, extra_callbacks=AUDIT_CALLBACKS)
+        forks = read_log(log)
     finally:
         watch.close()
         threading.excepthook = saved_hook
-    forks = read_log(log)
-    try:
-        os.unlink(log)
-    except OSError:
-        pass
+        try:
+            os.unlink(log)
+        except OSError:
+            pass
     findings = judge(tracer.events, forks=forks, exceptions=exceptions)
     stats = {**stats, "forks": len(forks), "uncaught_exceptions": len(exceptions)}
     return AuditResult(program=program, exit_status=status, findings=findings, stats=stats, forks=forks,
