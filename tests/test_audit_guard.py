@@ -124,3 +124,76 @@ def test_traceback_stack_is_innermost_user_frame_first():
                                        ("/no/such/file.py", False)])
 def test_is_user_file(name, user):
     assert is_user_file(name) is user
+
+
+GUARD_CONFTEST = '''
+import ctxlab.audit.guard
+import ctxlab.trace
+from ctxlab.audit.guard import Snapshot
+
+
+class FakeTracer:
+    """Hands back, at each drain, the events the running test emitted."""
+    pending = []
+
+    def __init__(self, **kw):
+        self.stats = {"callbacks": 0}
+        self.cuda_initialised = False
+
+    def __enter__(self):
+        return self
+
+    def drain(self):
+        out, FakeTracer.pending = FakeTracer.pending, []
+        return out
+
+    def close(self):
+        pass
+
+
+def pytest_configure(config):
+    ctxlab.trace.Tracer = FakeTracer
+    ctxlab.audit.guard.snapshot = lambda initialised: Snapshot(0)
+'''
+
+GUARD_TESTS = '''
+import conftest
+from tests.audit_events import CREATED, Events
+
+
+def test_clean():
+    pass
+
+
+def test_leaks():
+    ev = Events()
+    ev.driver("cuCtxCreate_v4", 10, end=30, context=CREATED, line=12)
+    ev.resource("CONTEXT_CREATED", 20, context=CREATED, line=12)
+    conftest.FakeTracer.pending = ev.events
+
+
+def test_fails_and_leaks():
+    test_leaks()
+    assert False, "its own failure"
+'''
+
+
+def test_the_guard_fails_a_leaking_test_and_keeps_a_failing_tests_own_report(tmp_path):
+    (tmp_path / "conftest.py").write_text(GUARD_CONFTEST)
+    (tmp_path / "test_sample.py").write_text(GUARD_TESTS)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--ctxlab-guard", "-rA",
+                           "--junitxml", str(tmp_path / "j.xml"), str(tmp_path / "test_sample.py")],
+                          capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    assert "PASSED test_sample.py::test_clean" in out
+    assert "FAILED test_sample.py::test_leaks" in out and "FAILED test_sample.py::test_fails_and_leaks" in out
+    assert "ctxlab guard: context-leak" in out and "at app.py:12 in main" in out
+    assert "its own failure" in out  # the test's own failure is kept, the guard's section added
+    assert "ctxlab guard: 2 test(s) failed the guard" in out
+    import xml.etree.ElementTree as ET
+
+    cases = {c.get("name"): c for c in ET.parse(tmp_path / "j.xml").getroot().iter("testcase")}
+    assert cases["test_clean"].find("failure") is None
+    assert "context-leak" in cases["test_leaks"].find("failure").text
