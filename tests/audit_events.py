@@ -63,3 +63,13 @@ class Events:
         self.driver("cuDevicePrimaryCtxRetain", start + 15, end=start + 40, tid=tid, context=PRIMARY, line=line,
                     **{"from": "callback"})
         self.resource("CONTEXT_CREATED", start + 20, tid=tid, context=PRIMARY, line=line)
+
+
+def guard_plugin_args() -> list[str]:
+    """pytest arguments that load the guard plugin: none where ctxlab is installed (its pytest11 entry point),
+    ``-p ctxlab.audit.pytest_plugin`` where it runs from the source tree on PYTHONPATH (scripts/gpu-test.sh)."""
+    from importlib.metadata import entry_points
+
+    if any(ep.value == "ctxlab.audit.pytest_plugin" for ep in entry_points(group="pytest11")):
+        return []
+    return ["-p", "ctxlab.audit.pytest_plugin"]

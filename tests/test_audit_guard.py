@@ -9,7 +9,7 @@ import pytest
 
 from ctxlab.audit.guard import Snapshot, judge_test, primary_handles
 from ctxlab.stacks import is_user_file, traceback_stack, user_stack
-from tests.audit_events import CREATED, PRIMARY, WORKER, Events
+from tests.audit_events import CREATED, PRIMARY, WORKER, Events, guard_plugin_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -77,18 +77,20 @@ def test_snapshot_asks_nothing_before_cuda_is_initialised():
 
 def test_the_guard_flag_is_registered_and_opt_in():
     env = dict(os.environ, PYTHONPATH=ROOT)
-    done = subprocess.run([sys.executable, "-m", "pytest", "--help"], capture_output=True, text=True, env=env,
-                          timeout=120, cwd=ROOT)
+    done = subprocess.run([sys.executable, "-m", "pytest", *guard_plugin_args(), "--help"], capture_output=True,
+                          text=True, env=env, timeout=120, cwd=ROOT)
     assert "--ctxlab-guard" in done.stdout
+    with open(os.path.join(ROOT, "pyproject.toml")) as handle:
+        assert 'ctxlab_guard = "ctxlab.audit.pytest_plugin"' in handle.read()  # the pytest11 entry point
 
 
 @pytest.mark.nogpu
 def test_the_guard_without_cupti_or_gpu_is_a_usage_error(tmp_path):
     (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
     env = dict(os.environ, PYTHONPATH=ROOT)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--ctxlab-guard",
-                           str(tmp_path / "test_x.py")], capture_output=True, text=True, env=env, timeout=120,
-                          cwd=tmp_path)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *guard_plugin_args(),
+                           "--ctxlab-guard", str(tmp_path / "test_x.py")], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=tmp_path)
     assert done.returncode == 4 and "--ctxlab-guard cannot trace" in done.stderr + done.stdout
 
 
@@ -182,7 +184,8 @@ def test_the_guard_fails_a_leaking_test_and_keeps_a_failing_tests_own_report(tmp
     (tmp_path / "conftest.py").write_text(GUARD_CONFTEST)
     (tmp_path / "test_sample.py").write_text(GUARD_TESTS)
     env = dict(os.environ, PYTHONPATH=ROOT)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--ctxlab-guard", "-rA",
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *guard_plugin_args(),
+                           "--ctxlab-guard", "-rA",
                            "--junitxml", str(tmp_path / "j.xml"), str(tmp_path / "test_sample.py")],
                           capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
     out = done.stdout

@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from tests.audit_events import guard_plugin_args
 from tests.test_audit_report import SARIF_LEVELS
 
 pytestmark = pytest.mark.gpu
@@ -129,7 +130,8 @@ def test_clean_programs_give_no_error(tmp_path, script, args, module, accepted):
 def test_the_guard_fails_the_leaking_tests_of_the_sample_suite(tmp_path):
     sample = "tests/guard_sample/sample_guarded.py"
     junit = os.path.join(out_dir(tmp_path), "guard_sample.junit.xml")
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--ctxlab-guard", "-q",
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *guard_plugin_args(),
+                           "--ctxlab-guard", "-q",
                            f"--junitxml={junit}", sample], capture_output=True, text=True, env=ENV, cwd=ROOT,
                           timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
