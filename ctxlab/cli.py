@@ -1,8 +1,9 @@
 """The ctxlab command line: one command per lab (migrate, refcount, lifecycle,
-modules), trace, check for CI, and doctor, show and report merge.
+modules), trace, audit, check for CI, and doctor, show and report merge.
 
 Exit status: 0 when no documented claim fails, 1 when one does (or a scenario
-crashed), 2 for a usage or environment problem (no GPU, bad device, bad file).
+crashed), 2 for a usage or environment problem (no GPU, bad device, bad file),
+3 from audit when it finds a hazard of severity error.
 """
 
 from __future__ import annotations
