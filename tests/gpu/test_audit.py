@@ -44,6 +44,7 @@ def audit(tmp_path, name: str, *program: str, fmt: str = "json", timeout: int = 
     out = os.path.join(out_dir(tmp_path), f"{name}.{suffix}")
     done = subprocess.run([sys.executable, "-m", "ctxlab", "audit", "--format", fmt, "-o", out, *program],
                           capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=timeout)
+    assert os.path.exists(out), f"no report (exit {done.returncode}):\n{done.stdout}\n{done.stderr}"
     with open(out) as handle:
         text = handle.read()
     return (json.loads(text) if fmt in ("json", "sarif") else text), done
