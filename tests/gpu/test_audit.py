@@ -42,6 +42,8 @@ def audit(tmp_path, name: str, *program: str, fmt: str = "json", timeout: int = 
     """Run ``ctxlab audit`` as a user does, from the repository root; the report parsed, and the process."""
     suffix = {"json": "json", "sarif": "sarif", "junit": "xml", "table": "txt"}[fmt]
     out = os.path.join(out_dir(tmp_path), f"{name}.{suffix}")
+    if os.path.exists(out):
+        os.remove(out)  # a report from an earlier run must not pass for this one
     done = subprocess.run([sys.executable, "-m", "ctxlab", "audit", "--format", fmt, "-o", out, *program],
                           capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=timeout)
     assert os.path.exists(out), f"no report (exit {done.returncode}):\n{done.stdout}\n{done.stderr}"
