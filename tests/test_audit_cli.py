@@ -164,3 +164,12 @@ def test_import_ctxlab_audit_loads_no_cuda():
              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cupy', 'cuda', 'cupti')))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_module_and_a_script_with_arguments_run_as_python_runs_them(fake, tmp_path):
+    result = audit("-m", "platform")
+    assert result.exit_code == 0 and "Linux" in result.output or "exited with status 0" in result.output
+    script = tmp_path / "prog.py"
+    script.write_text("import sys\nprint('args', sys.argv[1:])\nsys.exit(int(sys.argv[1]))\n")
+    result = audit("--", str(script), "4", "x")
+    assert result.exit_code == 0 and "args ['4', 'x']" in result.output and "exited with status 4" in result.output
