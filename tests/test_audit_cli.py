@@ -168,7 +168,7 @@ def test_import_ctxlab_audit_loads_no_cuda():
 
 def test_a_module_and_a_script_with_arguments_run_as_python_runs_them(fake, tmp_path):
     result = audit("-m", "platform")
-    assert result.exit_code == 0 and "Linux" in result.output or "exited with status 0" in result.output
+    assert result.exit_code == 0 and "exited with status 0" in result.output
     script = tmp_path / "prog.py"
     script.write_text("import sys\nprint('args', sys.argv[1:])\nsys.exit(int(sys.argv[1]))\n")
     result = audit("--", str(script), "4", "x")
