@@ -1,8 +1,9 @@
 """The ctxlab command line: one command per lab (migrate, refcount, lifecycle,
-modules), trace, check for CI, and doctor, show and report merge.
+modules), trace, audit, check for CI, and doctor, show and report merge.
 
 Exit status: 0 when no documented claim fails, 1 when one does (or a scenario
-crashed), 2 for a usage or environment problem (no GPU, bad device, bad file).
+crashed), 2 for a usage or environment problem (no GPU, bad device, bad file),
+3 from audit when it finds a hazard of severity error.
 """
 
 from __future__ import annotations
@@ -489,6 +490,83 @@ def trace(only, calls_mode, thread_name, fmt, output, code, module, script_args)
     except FileNotFoundError as exc:
         raise CtxlabError(f"script not found: {exc.filename}") from None
     raise SystemExit(status)
+
+
+AUDIT_HELP = """Run a Python program under the tracer and report CUDA context hazards.
+
+\b
+  ctxlab audit -- examples/hazards/no_context.py [ARGS]
+  ctxlab audit --format sarif -o audit.sarif -m mypackage.tool [ARGS]
+  ctxlab audit -c "import cupy; cupy.arange(3).sum()"
+
+\b
+Rules (severity, the lab claim that demonstrates the hazard: ctxlab claims):
+{rules}
+
+Each finding names the rule, its severity, the host thread, the user's
+file:line, the driver and runtime calls involved and the claim. What the
+rules see: every driver and runtime call the program makes (CUPTI activity
+records: function, thread, time, status), the context functions and
+resource events (a Python callback each: exact context handle and the
+user's Python stack), and a few rarely called functions the rules judge
+(cuMemAlloc, cuCtxSynchronize, cudaDeviceReset). What they cannot see: a
+call with only an activity record (a kernel launch, most runtime calls)
+carries no Python stack; its location is the uncaught exception that
+named its status, or else the thread's last call that had a stack (marked
+approximate); the driver calls the runtime makes beneath its own calls are
+seen only for the context functions; pointers passed to kernels are not
+inspected. Children forked after CUDA initialised are watched through
+os.register_at_fork: the first call into a CUDA library module there is
+reported (fork-after-init).
+
+\b
+Exit status: 3 when a hazard of severity error is found, 0 otherwise
+(warnings and info do not change it), 2 for a usage or environment
+problem (no program, missing CUPTI, an output that cannot be written).
+The program's own exit status is reported apart, in the report and on
+standard error, never as the audit's exit status.
+"""
+
+
+def _audit_help() -> str:
+    from ctxlab.audit.rules import RULES
+
+    rules = "\n".join(f"  {r.id} ({r.severity}, {r.claim}): {r.title}" for r in RULES)
+    return AUDIT_HELP.format(rules=rules)
+
+
+@cli.command(help=_audit_help(), context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "junit", "sarif"]), default="table",
+              show_default=True,
+              help="A table for people, JSON (schema ctxlab-audit/1), JUnit XML (a test case per rule) or SARIF "
+                   "2.1.0 (for code scanning: results at the user's file:line).")
+@output_option
+@click.option("-c", "code", default=None, help="Audit this Python code.")
+@click.option("-m", "module", default=None, help="Audit this module, run as a script (like python -m).")
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@domain_errors
+def audit(fmt, output, code, module, script_args):
+    from ctxlab.audit.report import render, summary_line
+    from ctxlab.audit.run import audit_program
+    from ctxlab.output import STDOUT, check_writable, write_output
+    from ctxlab.report.escape import one_line
+
+    chosen = [x for x in (code, module, script_args[0] if script_args else None) if x]
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one program: a SCRIPT (after --), -c CODE or -m MODULE")
+    if output:
+        check_writable(output)
+    try:
+        result = audit_program(code=code, module=module, argv=list(script_args))
+    except FileNotFoundError as exc:
+        raise CtxlabError(f"script not found: {exc.filename}") from None
+    sys.stdout.flush()
+    target = output or STDOUT
+    write_output(target, render(result, fmt))
+    if target != STDOUT:
+        say(f"wrote the {fmt} report to {target}")
+    say(one_line(summary_line(result)))
+    raise SystemExit(result.exit_code)
 
 
 @cli.command()

@@ -29,6 +29,8 @@ import re
 import threading
 from collections.abc import Iterable
 
+from ctxlab.stacks import user_stack
+
 CONTEXT_PREFIXES = ("cuCtx", "cuDevicePrimaryCtx", "cuModule", "cuLibrary", "cuKernel", "cuGreenCtx")
 
 # Driver functions that get a callback in the default selection: those that make, bind, unbind,
@@ -154,12 +156,19 @@ class Tracer:
     """
 
     def __init__(self, domains: Iterable[str] = ("driver", "runtime", "resource"), calls: str = "context",
-                 unrecorded: Iterable[str] = ()):
+                 unrecorded: Iterable[str] = (), stacks: bool = False, extra_callbacks: Iterable[str] = ()):
         if calls not in CALL_SELECTIONS:
             raise ValueError(f"calls must be one of {CALL_SELECTIONS}, not {calls!r}")
         self.domains = tuple(domains)
         self.calls = calls
         self.unrecorded = tuple(unrecorded)  # functions (cupti's callback id names) whose records CUPTI skips
+        # stacks: each call a callback sees (and each resource event) carries the user's Python stack
+        # (ctxlab.stacks), taken in the callback; calls with only an activity record carry none
+        self.stacks = stacks
+        # more functions (driver: cupti's callback id names, e.g. cuMemAlloc_v2; runtime: the API name,
+        # e.g. cudaDeviceReset) that get a callback besides the selection: rarely called ones only
+        self.extra_callbacks = tuple(extra_callbacks)
+        self.cuda_initialised = False  # CU_INIT_FINISHED seen (read by the audit's fork hook)
         self.events: list[dict] = []  # everything recorded, in order (kept unless drained)
         self.stats = {"records": 0, "callbacks": 0, "flushes": 0}
         self._seq = itertools.count()
@@ -210,13 +219,18 @@ class Tracer:
             for name in RESOURCE_EVENTS:
                 cupti.enable_callback(1, self._subscriber, cupti.CallbackDomain.RESOURCE,
                                       cupti.CallbackIdResource[name])
+        extra = set(self.extra_callbacks)
         if "driver" in self.domains:
-            for name in callback_names(self.calls):
+            names = set(callback_names(self.calls))
+            names |= {m.name for m in cupti.driver_api_trace_cbid if m.name in extra}
+            for name in sorted(names):
                 cupti.enable_callback(1, self._subscriber, cupti.CallbackDomain.DRIVER_API,
                                       cupti.driver_api_trace_cbid[name])
-        if "runtime" in self.domains and self.calls == "all":
+        if "runtime" in self.domains:
             for member in cupti.runtime_api_trace_cbid:
-                if member.name not in ("INVALID", "SIZE", "FORCE_INT"):
+                if member.name in ("INVALID", "SIZE", "FORCE_INT"):
+                    continue
+                if self.calls == "all" or api_name("runtime", member.name) in extra:
                     cupti.enable_callback(1, self._subscriber, cupti.CallbackDomain.RUNTIME_API, member)
         _Activity.register(cupti)
         self._record_switch(0)
@@ -304,6 +318,10 @@ class Tracer:
                 context = int(data.context or 0) if data is not None else 0  # some events carry no data
                 event = {"domain": "resource", "name": cupti.CallbackIdResource(cbid).name, "context": context,
                          "tid": tid, "start": cupti.get_timestamp()}
+                if event["name"] == "CU_INIT_FINISHED":
+                    self.cuda_initialised = True
+                if self.stacks:
+                    event["stack"] = user_stack(skip=1)
                 if context:
                     try:
                         uid = self._uids.get(context) or int(cupti.get_context_id(context))
@@ -331,6 +349,8 @@ class Tracer:
             if data.function_return_value:
                 seen["status"] = self._status_of(kind, ctypes.c_int.from_address(
                     int(data.function_return_value)).value)
+            if self.stacks:
+                seen["stack"] = user_stack(skip=1)
             with self._lock:
                 self._exact.setdefault(key, []).append(seen)
                 self.stats["callbacks"] += 1
@@ -385,6 +405,8 @@ class Tracer:
             seen = _take(exact, (kind, corr), event["name"])
             if seen is not None:
                 event["context"], event["context_uid"] = seen["context"], seen["context_uid"]
+                if "stack" in seen:
+                    event["stack"] = seen["stack"]
             events.append(event)
         # calls a callback saw and no record will come for: the driver calls the runtime makes itself
         # (CUPTI records only the driver calls the program makes). A call is settled once it returned
@@ -396,10 +418,12 @@ class Tracer:
                         or seen["end"] < flushed_at - 2_000_000):
                     continue
                 seens.remove(seen)
-                events.append({"domain": key[0], "name": seen["name"], "tid": seen["tid"], "start": seen["start"],
-                               "end": seen["end"], "correlation": key[1], "status": seen.get("status"),
-                               "context": seen["context"], "context_uid": seen["context_uid"],
-                               "from": "callback"})
+                event = {"domain": key[0], "name": seen["name"], "tid": seen["tid"], "start": seen["start"],
+                         "end": seen["end"], "correlation": key[1], "status": seen.get("status"),
+                         "context": seen["context"], "context_uid": seen["context_uid"], "from": "callback"}
+                if "stack" in seen:
+                    event["stack"] = seen["stack"]
+                events.append(event)
             if not seens:
                 exact.pop(key, None)
         events.extend(resources)

@@ -1,0 +1,241 @@
+"""The audit's engine: the recorded events as a stream the rules query, findings, and where each one is.
+
+A rule's predicate gets a ``Stream`` (the tracer's events in time order, with the fork records and the
+exceptions the program did not catch) and returns ``Hit`` objects naming the event that decides it;
+the engine turns them into ``Finding`` objects with the user's file:line.
+
+Where a finding's location comes from, best first (``Finding.location_from``):
+
+- ``callback``: the call went through a Python callback (context functions, resource events and the
+  few calls the audit adds), which took the user's stack right there;
+- ``exception``: the program raised an exception naming the call's status on that thread and did not
+  catch it: its innermost user frame;
+- ``fork hook``: the child's first CUDA call, seen by the audit's fork hook;
+- ``nearby``: only an activity record exists (no Python stack): the user frame of the last call on that
+  thread that had one, before it. Approximate, and the report says so;
+- ``none``: nothing to go by.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Any
+
+OK_STATUSES = frozenset({None, "CUDA_SUCCESS", "cudaSuccess"})
+# Statuses that report a state rather than a failure.
+BENIGN_STATUSES = frozenset({"CUDA_ERROR_NOT_READY", "cudaErrorNotReady", "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+                             "cudaErrorPeerAccessAlreadyEnabled", "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED",
+                             "cudaErrorPeerAccessNotEnabled", "CUDA_ERROR_NOT_FOUND", "cudaErrorSymbolNotFound"})
+SEVERITIES = ("error", "warning", "info")
+
+
+def failed(event: dict) -> bool:
+    """The call returned an error status (not success, not a state report such as NOT_READY)."""
+    status = event.get("status")
+    return event.get("domain") != "resource" and status not in OK_STATUSES and status not in BENIGN_STATUSES
+
+
+def end_of(event: dict) -> int:
+    return event.get("end", event.get("start", 0))
+
+
+def call_text(event: dict) -> str:
+    """A call as a report names it: function, status when not success, context handle, thread."""
+    text = event.get("name", "?")
+    if event.get("domain") == "resource":
+        text = f"[{text}]"
+    status = event.get("status")
+    if status not in OK_STATUSES:
+        text += f" -> {status}"
+    if event.get("context"):
+        text += f" (ctx {event['context']:#x})"
+    return f"{text} on {event.get('thread', '?')}"
+
+
+@dataclass(frozen=True)
+class Location:
+    """A frame of the user's program."""
+
+    file: str
+    line: int
+    function: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "function": self.function}
+
+
+def _frames(stack: Any) -> tuple[Location, ...]:
+    out = []
+    for frame in stack or ():
+        try:
+            out.append(Location(str(frame[0]), int(frame[1]), str(frame[2]) if len(frame) > 2 else ""))
+        except (TypeError, ValueError, IndexError):
+            continue
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """What a rule's predicate found: the deciding event, a message built from what was observed,
+    the calls involved, and other places worth naming (where the context was destroyed, ...)."""
+
+    event: dict
+    message: str
+    calls: tuple[dict, ...] = ()
+    related: tuple[tuple[str, dict], ...] = ()  # (what, event with a stack)
+    stack: tuple = ()  # a stack found elsewhere (the fork hook)
+    location_from: str = ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One hazard found in the program: rule, severity, where, on which thread, what it involved."""
+
+    rule: str
+    severity: str
+    message: str
+    thread: str
+    location: Location | None
+    location_from: str
+    stack: tuple[Location, ...]
+    calls: tuple[str, ...]
+    claim: str
+    related: tuple[tuple[str, Location], ...] = ()
+
+    def as_dict(self) -> dict:
+        return {"rule": self.rule, "severity": self.severity, "message": self.message, "thread": self.thread,
+                "location": self.location.as_dict() if self.location else None,
+                "location_from": self.location_from, "stack": [f.as_dict() for f in self.stack],
+                "calls": list(self.calls), "claim": self.claim,
+                "related": [{"what": what, "location": loc.as_dict()} for what, loc in self.related]}
+
+
+@dataclass
+class Stream:
+    """The recorded events in time order, with per-thread views the rules need."""
+
+    events: list[dict]
+    forks: list[dict] = field(default_factory=list)
+    exceptions: list[dict] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.events = sorted(self.events, key=lambda e: (e.get("start", 0), -end_of(e), e.get("seq", 0)))
+        self.calls = [e for e in self.events if e.get("domain") != "resource"]
+        self.resources = [e for e in self.events if e.get("domain") == "resource"]
+        self.by_tid: dict[Any, list[dict]] = {}
+        for e in self.events:
+            self.by_tid.setdefault(e.get("tid"), []).append(e)
+        self._runtime: dict[Any, list[dict]] = {}
+        for e in self.calls:
+            if e.get("domain") == "runtime":
+                self._runtime.setdefault(e.get("tid"), []).append(e)
+        self._stacked: dict[Any, tuple[list[int], list[dict]]] = {}
+        for tid, items in self.by_tid.items():
+            with_stack = [e for e in items if _frames(e.get("stack"))]
+            self._stacked[tid] = ([e.get("start", 0) for e in with_stack], with_stack)
+
+    def enclosing_runtime(self, event: dict) -> dict | None:
+        """The runtime call on the same thread that made this driver call or resource event, if any."""
+        start, end = event.get("start", 0), end_of(event)
+        for call in self._runtime.get(event.get("tid"), ()):
+            if call is event:
+                continue
+            if call.get("start", 0) <= start and end <= end_of(call):
+                return call
+            if call.get("start", 0) > start:
+                break
+        return None
+
+    def enclosing(self, event: dict, names: tuple[str, ...]) -> dict | None:
+        """The call named with one of these prefixes, on the same thread, whose span holds this event."""
+        start, end = event.get("start", 0), end_of(event)
+        for call in self.by_tid.get(event.get("tid"), ()):
+            if call is event or call.get("domain") == "resource":
+                continue
+            if call.get("start", 0) > start:
+                break
+            if call.get("name", "").startswith(names) and call.get("start", 0) <= start and end <= end_of(call):
+                return call
+        return None
+
+    def had_context_before(self, tid: Any, before: int) -> bool:
+        """Whether any call on the thread before this time ran with a context current."""
+        for e in self.by_tid.get(tid, ()):
+            if e.get("start", 0) >= before:
+                break
+            if e.get("domain") != "resource" and e.get("context"):
+                return True
+        return False
+
+    def last_context(self, tid: Any, before: int) -> int:
+        """The context the thread had with its last call that started before this time (0: none)."""
+        handle = 0
+        for e in self.by_tid.get(tid, ()):
+            if e.get("start", 0) >= before:
+                break
+            if e.get("domain") != "resource":
+                handle = e.get("context") or 0
+        return handle
+
+    def nearby_stack(self, event: dict) -> list:
+        """The stack of the last event on the thread, at or before this one, that has one."""
+        starts, items = self._stacked.get(event.get("tid"), ([], []))
+        i = bisect.bisect_right(starts, event.get("start", 0))
+        return items[i - 1]["stack"] if i else []
+
+    def exception_for(self, event: dict) -> dict | None:
+        """An uncaught exception on the event's thread whose text names the event's status."""
+        status = str(event.get("status") or "")
+        for exc in self.exceptions:
+            if exc.get("tid") == event.get("tid") and status and status in str(exc.get("message", "")):
+                return exc
+        for exc in self.exceptions:  # CuPy names runtime errors by their status too; the thread is what matters
+            if exc.get("tid") == event.get("tid") and exc.get("cuda"):
+                return exc
+        return None
+
+
+def locate(hit: Hit, stream: Stream) -> tuple[tuple[Location, ...], str]:
+    """The user's stack for a hit, and where it came from (see the module docstring)."""
+    if hit.stack:
+        return _frames(hit.stack), hit.location_from or "fork hook"
+    frames = _frames(hit.event.get("stack"))
+    if frames:
+        return frames, "callback"
+    exc = stream.exception_for(hit.event)
+    if exc is not None and _frames(exc.get("stack")):
+        return _frames(exc.get("stack")), "exception"
+    near = _frames(stream.nearby_stack(hit.event))
+    if near:
+        return near, "nearby"
+    return (), "none"
+
+
+def finding(rule, hit: Hit, stream: Stream) -> Finding:
+    stack, source = locate(hit, stream)
+    related: list[tuple[str, Location]] = []
+    for what, event in hit.related:
+        frames = _frames(event.get("stack"))
+        if frames and (what, frames[0]) not in related:
+            related.append((what, frames[0]))
+    calls = tuple(call_text(e) for e in (hit.calls or (hit.event,)))
+    return Finding(rule=rule.id, severity=rule.severity, message=hit.message, thread=str(hit.event.get("thread", "?")),
+                   location=stack[0] if stack else None, location_from=source, stack=stack, calls=calls,
+                   claim=rule.claim, related=tuple(related))
+
+
+def judge(events: list[dict], forks: list[dict] | None = None, exceptions: list[dict] | None = None,
+          rules=None) -> list[Finding]:
+    """Every rule over the recorded events: the findings, errors first, then in time order."""
+    from ctxlab.audit.rules import RULES
+
+    stream = Stream(list(events), list(forks or ()), list(exceptions or ()))
+    out: list[tuple[int, int, Finding]] = []
+    for rule in rules if rules is not None else RULES:
+        for hit in rule.predicate(stream):
+            out.append((SEVERITIES.index(rule.severity), hit.event.get("start", 0), finding(rule, hit, stream)))
+    return [f for _, _, f in sorted(out, key=lambda t: (t[0], t[1]))]

@@ -1,0 +1,303 @@
+"""The audit's rules: each a small declared object with a predicate over the recorded event stream.
+
+A rule names the lab claim (``ctxlab claims``) whose run demonstrates the hazard on a real GPU, says in
+one line what goes wrong, and what it cannot see. Its predicate returns ``Hit`` objects; messages are
+built from the values observed (calls, statuses, threads), never from what the rule expected to see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ctxlab.audit.engine import OK_STATUSES, SEVERITIES, Hit, Stream, call_text, end_of, failed
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A hazard the audit looks for."""
+
+    id: str
+    severity: str  # error, warning or info
+    title: str  # one line: the hazard
+    explanation: str  # what goes wrong, and what to do instead
+    claim: str  # the claim id of the lab that demonstrates it
+    predicate: Callable[[Stream], list[Hit]]
+    cannot_see: str  # what the rule cannot see
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"rule {self.id}: severity {self.severity!r} is not one of {SEVERITIES}")
+
+
+INVALID_CONTEXT = "CUDA_ERROR_INVALID_CONTEXT"
+DESTROYED = ("CUDA_ERROR_CONTEXT_IS_DESTROYED", "cudaErrorContextIsDestroyed")
+INVALID_HANDLE = ("CUDA_ERROR_INVALID_HANDLE", "cudaErrorInvalidResourceHandle")
+# Queries a library makes to find out whether a thread has a context: their INVALID_CONTEXT is an answer.
+PROBES = ("cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxGetId", "cuCtxGetFlags", "cuCtxGetApiVersion",
+          "cuDevicePrimaryCtx")
+LAUNCH_OR_LOOKUP = ("cuLaunch", "cudaLaunch", "cuModuleGetFunction", "cuKernelGetFunction", "cuFuncGetAttribute",
+                    "cuFuncSetAttribute", "cuFuncSetCacheConfig", "cuOccupancy", "cudaFuncGetAttributes",
+                    "cudaFuncSetAttribute")
+RESETS = ("cudaDeviceReset", "cuDevicePrimaryCtxReset")
+ALLOCATIONS = ("cuMemAlloc", "cudaMalloc", "cuMemCreate")
+MODULE_LOADS = ("cuModuleLoad",)
+# Functions the audit gives a callback besides the tracer's selection, so that the calls its rules
+# judge carry the user's stack. Rarely called ones only: a callback costs a Python call.
+AUDIT_CALLBACKS = ("cuMemAlloc_v2", "cuMemAlloc", "cuCtxSynchronize", "cudaDeviceReset")
+
+
+def _ok(event: dict) -> bool:
+    return event.get("status") in OK_STATUSES
+
+
+def _thread(event: dict) -> str:
+    return str(event.get("thread", "?"))
+
+
+def _by_runtime(s: Stream, event: dict) -> bool:
+    """Whether a runtime made this driver call beneath one of its own calls: a runtime call on the same thread
+    spans it, or only a callback saw it (CUPTI writes activity records for the driver calls the program makes,
+    not for those a runtime makes, whether or not that runtime copy's own calls are recorded)."""
+    return event.get("from") == "callback" or s.enclosing_runtime(event) is not None
+
+
+# ---------------------------------------------------------------- predicates
+
+def no_context(s: Stream) -> list[Hit]:
+    """A driver call that returned CUDA_ERROR_INVALID_CONTEXT on a thread that never had a context."""
+    hits, seen = [], set()
+    for e in s.calls:
+        if e.get("domain") != "driver" or e.get("status") != INVALID_CONTEXT or e.get("context"):
+            continue
+        if e.get("name", "").startswith(PROBES) or _by_runtime(s, e):
+            continue  # a probe, or the runtime asking beneath its own call (it binds a context next)
+        if e.get("tid") in seen or s.had_context_before(e.get("tid"), e.get("start", 0)):
+            continue
+        seen.add(e.get("tid"))
+        hits.append(Hit(e, f"{e['name']} returned {INVALID_CONTEXT} on thread {_thread(e)}, which never had a "
+                           f"context current: a driver call needs one (cuCtxSetCurrent or cuCtxPushCurrent first, "
+                           f"or a runtime call such as cudaSetDevice, which binds the primary context)"))
+    return hits
+
+
+def destroyed_while_current(s: Stream) -> list[Hit]:
+    """A context destroyed by one thread while current on another; that thread's calls then fail."""
+    destroys = [d for d in s.resources if d.get("name") == "CONTEXT_DESTROY_STARTING" and d.get("context")]
+    hits, seen = [], set()
+    for e in s.calls:
+        if e.get("status") not in DESTROYED:
+            continue
+        for d in reversed([d for d in destroys if d.get("start", 0) < e.get("start", 0)]):
+            if d.get("tid") == e.get("tid"):
+                continue
+            handle = d["context"]
+            if e.get("context") != handle and s.last_context(e.get("tid"), d.get("start", 0)) != handle:
+                continue
+            if (e.get("tid"), handle) in seen:
+                break
+            seen.add((e.get("tid"), handle))
+            destroy_call = s.enclosing(d, ("cuCtxDestroy",)) or d
+            hits.append(Hit(e, f"{e['name']} returned {e['status']} on thread {_thread(e)}: its current context "
+                               f"{handle:#x} was destroyed by thread {_thread(d)} while still current here (the "
+                               f"context stays current on this thread and every call into it fails)",
+                            calls=(destroy_call, d, e), related=(("destroyed at", destroy_call), ("destroyed at", d))))
+            break
+    return hits
+
+
+def primary_released_under_runtime(s: Stream) -> list[Hit]:
+    """cuDevicePrimaryCtxRelease took the count to zero (the context was destroyed inside it) while the runtime
+    still used it: calls after it failed."""
+    hits, seen = [], set()
+    for r in s.calls:
+        if not r.get("name", "").startswith("cuDevicePrimaryCtxRelease") or not _ok(r):
+            continue
+        if _by_runtime(s, r):
+            continue  # the runtime's own release (cudaDeviceReset and the like): judged by the reset rule
+        destroyed = [d for d in s.resources if d.get("name") == "CONTEXT_DESTROY_STARTING" and d.get("context")
+                     and d.get("tid") == r.get("tid") and r.get("start", 0) <= d.get("start", 0) <= end_of(r)]
+        if not destroyed:
+            continue
+        handle = destroyed[0]["context"]
+        if handle in seen:
+            continue
+        used = [c for c in s.calls if c.get("domain") == "runtime" and c.get("context") == handle
+                and c.get("start", 0) < r.get("start", 0)]
+        later = [c for c in s.calls if c.get("start", 0) > end_of(r) and failed(c)
+                 and not c.get("name", "").startswith("cuDevicePrimaryCtx")
+                 and (c.get("domain") == "runtime" or c.get("context") == handle)]
+        if not used or not later:
+            continue
+        seen.add(handle)
+        hits.append(Hit(r, f"cuDevicePrimaryCtxRelease on thread {_thread(r)} took the primary context "
+                           f"{handle:#x} to zero references (CUPTI: CONTEXT_DESTROY_STARTING inside the release) "
+                           f"while the runtime used it ({len(used)} runtime call(s) before); {len(later)} call(s) "
+                           f"after it failed, first {call_text(later[0])}. Release only the references you retained: "
+                           f"each runtime copy holds its own",
+                        calls=(r, destroyed[0], *later[:3])))
+    return hits
+
+
+def reset_with_live_allocations(s: Stream) -> list[Hit]:
+    """cudaDeviceReset or cuDevicePrimaryCtxReset after allocations were made, and calls after it failed."""
+    hits = []
+    for r in s.calls:
+        if not r.get("name", "").startswith(RESETS) or not _ok(r):
+            continue
+        outer = s.enclosing_runtime(r)
+        if outer is not None and outer.get("name", "").startswith("cudaDeviceReset"):
+            continue  # the driver reset beneath cudaDeviceReset: one finding, for the runtime call
+        allocations = [a for a in s.calls if a.get("start", 0) < r.get("start", 0) and _ok(a)
+                       and a.get("name", "").startswith(ALLOCATIONS)]
+        later = [c for c in s.calls if c.get("start", 0) > end_of(r) and failed(c)]
+        if not allocations or not later:
+            continue
+        hits.append(Hit(r, f"{r['name']} on thread {_thread(r)} destroyed every allocation of the device's primary "
+                           f"context ({len(allocations)} made before it, the last {call_text(allocations[-1])}); "
+                           f"{len(later)} call(s) after it failed, first {call_text(later[0])}. Memory and kernels "
+                           f"from before a reset cannot be used after it",
+                        calls=(allocations[-1], r, *later[:3])))
+    return hits
+
+
+def cross_context_handle(s: Stream) -> list[Hit]:
+    """A launch or function lookup failed with an invalid handle in one context while modules were loaded in
+    another: a kernel (CuPy's kernel cache) loaded in one context used under another."""
+    ends = [e.get("start", 0) for e in s.events
+            if e.get("name") == "CONTEXT_DESTROY_STARTING" or e.get("name", "").startswith(RESETS)]
+    first_end = min(ends) if ends else None
+    loads = [e for e in s.events if e.get("context") and (e.get("name") == "MODULE_LOADED"
+                                                           or e.get("name", "").startswith(MODULE_LOADS))]
+    hits, seen = [], set()
+    for e in s.calls:
+        if e.get("status") not in INVALID_HANDLE or not e.get("name", "").startswith(LAUNCH_OR_LOOKUP):
+            continue
+        if first_end is not None and first_end < e.get("start", 0):
+            continue  # after a reset or destroy, a stale handle is that rule's finding
+        ctx = e.get("context")
+        elsewhere = [m for m in loads if m.get("start", 0) < e.get("start", 0) and m["context"] != ctx]
+        if not ctx or not elsewhere or (e.get("tid"), ctx) in seen:
+            continue
+        seen.add((e.get("tid"), ctx))
+        other = elsewhere[-1]
+        hits.append(Hit(e, f"{e['name']} returned {e['status']} in context {ctx:#x} on thread {_thread(e)}; modules "
+                           f"were loaded in another context ({other['context']:#x}): a function or kernel handle "
+                           f"(CuPy's compiled-kernel cache is per device, not per context) used in a context it "
+                           f"was not loaded in",
+                        calls=(other, e), related=(("module loaded at", other),)))
+    return hits
+
+
+def fork_after_init(s: Stream) -> list[Hit]:
+    """A child forked after CUDA was initialised in the parent calls CUDA (seen by the audit's fork hook)."""
+    hits = []
+    for f in s.forks:
+        first = f.get("first_call")
+        if not f.get("parent_initialised") or not first:
+            continue
+        child = f"child {f.get('pid')}"
+        event = {"domain": "fork", "name": str(first.get("what", "?")), "thread": child, "tid": f.get("pid"),
+                 "start": 0, "status": f.get("cuda_status")}
+        fork_event = {"domain": "fork", "name": "fork", "thread": str(f.get("thread", "?")),
+                      "stack": f.get("fork_stack") or []}
+        hits.append(Hit(event, f"process {f.get('pid')}, forked by thread {f.get('thread', '?')} after CUDA was "
+                               f"initialised in its parent, called {first.get('what', '?')}; CUDA in that child: "
+                               f"{f.get('cuda_status') or 'not probed'}. CUDA is not fork-safe: start children with "
+                               f"'spawn' or 'forkserver', or fork before the first CUDA call",
+                        calls=(event,), related=(("forked at", fork_event),), stack=tuple(first.get("stack") or ()),
+                        location_from="fork hook"))
+    return hits
+
+
+def several_runtime_copies(s: Stream) -> list[Hit]:
+    """More than one copy of the CUDA runtime initialised on the same primary context: each retains it."""
+    ends = [e.get("start", 0) for e in s.events
+            if e.get("name") == "CONTEXT_DESTROY_STARTING" or e.get("name", "").startswith(RESETS)]
+    first_end = min(ends) if ends else None
+    by_context: dict = {}
+    for e in s.calls:
+        if not e.get("name", "").startswith("cuDevicePrimaryCtxRetain") or not _ok(e):
+            continue
+        if first_end is not None and e.get("start", 0) > first_end:
+            continue  # a runtime retaining again after a reset is the same copy
+        if not _by_runtime(s, e):
+            continue  # the program's (or a library's) own driver retain
+        outer = s.enclosing_runtime(e) or {"name": "a runtime call CUPTI did not record", "context": 0}
+        by_context.setdefault(e.get("context") or outer.get("context") or 0, []).append((e, outer))
+    hits = []
+    for handle, retains in by_context.items():
+        if len(retains) < 2:
+            continue
+        names = ", ".join(outer.get("name", "?") for _, outer in retains)
+        e, _ = retains[1]
+        hits.append(Hit(e, f"{len(retains)} runtime calls ({names}) each retained the primary context"
+                           + (f" {handle:#x}" if handle else "") + ": each was the first call of a copy of the CUDA "
+                           "runtime (CuPy's, cuda.bindings', a library's statically linked one). Each copy holds "
+                           "its own reference, and a cudaDeviceReset through one destroys the context under the "
+                           "others", calls=tuple(x for pair in retains for x in pair if "start" in x),
+                        related=tuple(("retained first at", r) for r, _ in retains[:1])))
+    return hits
+
+
+# ---------------------------------------------------------------- the rules
+
+RULES: tuple[Rule, ...] = (
+    Rule("no-context", "error", "A driver call on a thread that never had a context",
+         "A thread starts with no current context. Driver API calls made there before cuCtxSetCurrent, "
+         "cuCtxPushCurrent or a runtime call that binds the primary context return CUDA_ERROR_INVALID_CONTEXT.",
+         "migrate.driver-call-without-context", no_context,
+         "Queries (cuCtxGet*) are how libraries probe for a context and are not judged; driver calls the runtime "
+         "makes beneath its own calls are not recorded by CUPTI's activity records; a thread that had a context "
+         "and let go of it is not judged."),
+    Rule("destroyed-while-current", "error", "A context destroyed while current on another thread",
+         "cuCtxDestroy does not unbind the context from other threads: it stays current there and every call "
+         "they make into it returns CUDA_ERROR_CONTEXT_IS_DESTROYED. Hand the context back (pop it) on every "
+         "thread before destroying it.",
+         "refcount.destroy-while-current-elsewhere", destroyed_while_current,
+         "Needs CUPTI's CONTEXT_DESTROY_STARTING event and a call on the other thread that fails afterwards; a "
+         "thread that holds the destroyed context but makes no further call is not reported."),
+    Rule("primary-released-under-runtime", "error", "The primary context released to zero under the runtime",
+         "The runtime holds a reference to the primary context it uses. A cuDevicePrimaryCtxRelease the program "
+         "did not balance with a retain can take the count to zero: the context, its memory and modules are "
+         "destroyed while the runtime (CuPy, PyTorch) still uses it, and its later calls fail.",
+         "refcount.after-last-release", primary_released_under_runtime,
+         "Sees the release that destroyed the context only through CUPTI's CONTEXT_DESTROY_STARTING inside the "
+         "release call; needs runtime calls before it and failing calls after it; releases the runtime makes "
+         "itself (inside cudaDeviceReset) are left to reset-with-live-allocations."),
+    Rule("reset-with-live-allocations", "error", "A device reset with allocations still in use",
+         "cudaDeviceReset and cuDevicePrimaryCtxReset destroy every allocation, module and stream of the "
+         "device's primary context, whoever else retains it. Pointers and cached kernels from before are invalid; "
+         "calls that use them fail.",
+         "refcount.device-reset-destroys", reset_with_live_allocations,
+         "Cannot follow pointers: it reports a reset preceded by successful allocations and followed by failing "
+         "calls, not which allocation each failing call used. Allocations made before tracing began are not seen."),
+    Rule("cross-context-handle", "error", "A kernel loaded in one context launched in another",
+         "Modules and functions belong to the context they were loaded in. CuPy's compiled-kernel cache is per "
+         "device: a kernel first used under one context and launched under another fails with "
+         "CUDA_ERROR_INVALID_HANDLE. Use one context per device (the primary context), or the "
+         "context-independent library API (cuLibraryLoad*).",
+         "migrate.cupy-kernel-cache-across-contexts", cross_context_handle,
+         "Cannot see which function handle a launch used: it relates an invalid-handle launch or lookup in one "
+         "context to modules loaded in another. Launches have only activity records: the location is the "
+         "uncaught exception that named the status, or else the thread's last call with a Python stack "
+         "(marked nearby). After a reset or destroy it leaves stale handles to those rules."),
+    Rule("fork-after-init", "error", "CUDA used in a child forked after initialisation",
+         "CUDA is not fork-safe: in a child made by fork after the parent initialised CUDA, every driver call "
+         "returns CUDA_ERROR_NOT_INITIALIZED (CuPy: cudaErrorInitializationError; PyTorch refuses). Start "
+         "children with 'spawn' or 'forkserver', or fork before the first CUDA call.",
+         "interop.start-methods", fork_after_init,
+         "Seen through os.register_at_fork in the audited process: in a child forked after CUPTI saw CUDA "
+         "initialised, the first call into a CUDA library module (cupy, cuda.*, torch.cuda, numba.cuda, jax) is "
+         "noted with its stack and CUDA's state there is probed with cuInit; a child made by a fork the Python "
+         "interpreter did not perform (a C library's own fork) or exec'ing another program is not seen."),
+    Rule("several-runtime-copies", "info", "Several copies of the CUDA runtime in one process",
+         "Each copy of the CUDA runtime in the process (CuPy's, cuda.bindings', a library's statically linked "
+         "one) retains the primary context when it initialises and has its own state. A cudaDeviceReset through "
+         "one copy destroys the context under the others.",
+         "refcount.reference-per-runtime-copy", several_runtime_copies,
+         "Counts the runtime calls that retained the primary context beneath them (the first call of each copy on "
+         "a device); it cannot name the library a copy belongs to."),
+)
+
+RULES_BY_ID = {rule.id: rule for rule in RULES}
