@@ -546,6 +546,7 @@ def _audit_help() -> str:
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @domain_errors
 def audit(fmt, output, code, module, script_args):
+    """Audit a Python program for CUDA context hazards (the help text is AUDIT_HELP with the rules)."""
     from ctxlab.audit.report import render, summary_line
     from ctxlab.audit.run import audit_program
     from ctxlab.output import STDOUT, check_writable, write_output

@@ -37,6 +37,7 @@ def failed(event: dict) -> bool:
 
 
 def end_of(event: dict) -> int:
+    """When an event ended (its start for an instant)."""
     return event.get("end", event.get("start", 0))
 
 
@@ -65,6 +66,7 @@ class Location:
         return f"{self.file}:{self.line}"
 
     def as_dict(self) -> dict:
+        """The JSON fields of this object."""
         return {"file": self.file, "line": self.line, "function": self.function}
 
 
@@ -107,6 +109,7 @@ class Finding:
     related: tuple[tuple[str, Location], ...] = ()
 
     def as_dict(self) -> dict:
+        """The JSON fields of this object."""
         return {"rule": self.rule, "severity": self.severity, "message": self.message, "thread": self.thread,
                 "location": self.location.as_dict() if self.location else None,
                 "location_from": self.location_from, "stack": [f.as_dict() for f in self.stack],
@@ -216,6 +219,7 @@ def locate(hit: Hit, stream: Stream) -> tuple[tuple[Location, ...], str]:
 
 
 def finding(rule, hit: Hit, stream: Stream) -> Finding:
+    """The finding a rule's hit becomes: located at the user's frame, with the related calls."""
     stack, source = locate(hit, stream)
     related: list[tuple[str, Location]] = []
     for what, event in hit.related:

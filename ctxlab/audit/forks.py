@@ -26,6 +26,7 @@ CUDA_MODULES = ("cupy", "cupyx", "cupy_backends", "cuda", "torch.cuda", "numba.c
 
 
 def is_cuda_module(name: str) -> bool:
+    """A module of a CUDA library (its first call in a forked child is what fork-after-init reports)."""
     return any(name == p or name.startswith(p + ".") for p in CUDA_MODULES)
 
 
@@ -41,11 +42,13 @@ class ForkWatch:
         self._fork_lasti = -1
 
     def install(self) -> ForkWatch:
+        """Start watching forks (os.register_at_fork); returns itself."""
         self.active = True
         os.register_at_fork(after_in_child=self._in_child)
         return self
 
     def close(self) -> None:
+        """Stop reporting forks (the at-fork hook cannot be unregistered; it becomes inert)."""
         self.active = False
 
     def _write(self, record: dict) -> None:

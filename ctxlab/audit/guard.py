@@ -32,6 +32,7 @@ class Snapshot:
     primary_handles: frozenset[int] = frozenset()
 
     def as_text(self) -> str:
+        """This as text for a person, one item a line."""
         cur = "not asked (CUDA not initialised)" if self.current is None else (
             f"{self.current:#x}" if self.current else "none")
         states = ", ".join(f"device {d}: {'active' if a else 'inactive'}"
@@ -49,6 +50,7 @@ class Problem:
     stack: tuple[Location, ...] = ()
 
     def as_text(self) -> str:
+        """This as text for a person, one item a line."""
         lines = [f"ctxlab guard: {self.kind}: {self.message}"]
         lines += [f"    at {frame} in {frame.function}" for frame in self.stack[:6]]
         return "\n".join(lines)

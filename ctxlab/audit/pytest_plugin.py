@@ -11,6 +11,7 @@ import pytest
 
 
 def pytest_addoption(parser) -> None:
+    """Adds --ctxlab-guard to pytest's options."""
     group = parser.getgroup("ctxlab", "CUDA context hazards (ctxlab)")
     group.addoption("--ctxlab-guard", action="store_true", default=False,
                     help="Fail a test that leaks a CUDA context, leaves another context current, leaves a primary "
@@ -18,6 +19,7 @@ def pytest_addoption(parser) -> None:
 
 
 def pytest_configure(config) -> None:
+    """Registers the guard when --ctxlab-guard is given."""
     if config.getoption("ctxlab_guard", default=False):
         config.pluginmanager.register(Guard(), "ctxlab-guard")
 
@@ -40,10 +42,12 @@ class Guard:
         return bool(self.tracer.cuda_initialised or self.tracer.stats.get("callbacks"))
 
     def pytest_unconfigure(self, config) -> None:
+        """Stops the tracer at the end of the session."""
         self.tracer.close()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
+        """Runs one test between two snapshots of the context state and judges what changed."""
         from _pytest.runner import runtestprotocol
 
         from ctxlab.audit.guard import judge_test, primary_handles, snapshot
@@ -73,6 +77,7 @@ class Guard:
         return True
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        """Names the tests that failed the guard, with the rule."""
         if self.failed:
             terminalreporter.write_line(f"ctxlab guard: {len(self.failed)} test(s) failed the guard: "
                                         + ", ".join(self.failed))

@@ -23,6 +23,7 @@ SARIF_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 
 
 def summary_line(result) -> str:
+    """The one line on standard error: counts by severity and the program's exit status."""
     counts = result.counts()
     return (f"ctxlab audit: {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info; "
             f"the program exited with status {result.exit_status}")
@@ -42,11 +43,13 @@ def render(result, fmt: str) -> str:
 
 
 def rule_dict(rule: Rule) -> dict:
+    """A rule as the reports describe it."""
     return {"id": rule.id, "severity": rule.severity, "title": rule.title, "explanation": rule.explanation,
             "claim": rule.claim, "cannot_see": rule.cannot_see}
 
 
 def render_json(result) -> str:
+    """The audit as JSON (schema ctxlab-audit/1)."""
     doc = {"schema": SCHEMA, "program": result.program, "exit_status": result.exit_status,
            "counts": result.counts(), "findings": [f.as_dict() for f in result.findings],
            "rules": [rule_dict(r) for r in RULES], "forks": result.forks, "exceptions": result.exceptions,
@@ -68,6 +71,7 @@ def _where(f: Finding) -> str:
 
 
 def render_table(result) -> str:
+    """The audit for people: each finding with its rule, place, stack and explanation."""
     lines = [f"audit of {one_line(result.program)}"]
     if not result.findings:
         lines.append("  no hazards found")
@@ -86,6 +90,7 @@ def render_table(result) -> str:
 
 
 def render_junit(result) -> str:
+    """The audit as JUnit XML: a test case per rule, failed by its error findings."""
     from junitparser import Failure, JUnitXml, TestCase, TestSuite
 
     suite = TestSuite(xml(f"ctxlab.audit {result.program}"))

@@ -33,6 +33,7 @@ class AuditResult:
 
     @property
     def errors(self) -> list[Finding]:
+        """The findings of severity error (they make the audit exit 3)."""
         return [f for f in self.findings if f.severity == "error"]
 
     @property
@@ -41,6 +42,7 @@ class AuditResult:
         return EXIT_HAZARD if self.errors else 0
 
     def counts(self) -> dict[str, int]:
+        """How many findings of each severity."""
         out = {"error": 0, "warning": 0, "info": 0}
         for f in self.findings:
             out[f.severity] = out.get(f.severity, 0) + 1
@@ -48,6 +50,7 @@ class AuditResult:
 
 
 def describe_exception(exc: BaseException, tid: int | None, thread: str) -> dict:
+    """An uncaught exception of the program as the engine reads it: text, CUDA status name, user frame."""
     text = f"{type(exc).__name__}: {exc}"
     module = type(exc).__module__ or ""
     return {"tid": tid, "thread": thread, "type": type(exc).__name__, "message": text[:4000],
