@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import sys
 import time
 
@@ -489,7 +490,7 @@ def trace(only, calls_mode, thread_name, fmt, output, code, module, script_args)
         raise CtxlabError(str(exc)) from None
     except FileNotFoundError as exc:
         raise CtxlabError(f"script not found: {exc.filename}") from None
-    raise SystemExit(status)
+    raise ProgramRan(status)
 
 
 AUDIT_HELP = """Run a Python program under the tracer and report CUDA context hazards.
@@ -567,7 +568,7 @@ def audit(fmt, output, code, module, script_args):
     if target != STDOUT:
         say(f"wrote the {fmt} report to {target}")
     say(one_line(summary_line(result)))
-    raise SystemExit(result.exit_code)
+    raise ProgramRan(result.exit_code)
 
 
 @cli.command()
@@ -762,9 +763,21 @@ def merge(files, fmt, output, markdown_path, html_path, max_size):
         raise SystemExit(EXIT_FAILS)
 
 
+class ProgramRan(SystemExit):
+    """trace and audit end with this once their report is out: the user's program ran in this process."""
+
+
 def main():
     """The console entry point: run the ctxlab command group."""
-    cli(prog_name="ctxlab")
+    try:
+        cli(prog_name="ctxlab")
+    except ProgramRan as done:
+        # The report is written; the program's libraries may crash in their own exit handlers when the
+        # program destroyed a context under them (seen: CuPy after a primary context was released to zero),
+        # which would replace the status with a signal. End here, with the status the report gave.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(done.code or 0))
 
 
 if __name__ == "__main__":

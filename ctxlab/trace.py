@@ -378,7 +378,10 @@ class Tracer:
                 name = api_name(kind, enum(cbid).name)
             except ValueError:
                 domain = cupti.CallbackDomain.DRIVER_API if kind == "driver" else cupti.CallbackDomain.RUNTIME_API
-                name = api_name(kind, str(cupti.get_callback_name(domain, cbid)))
+                try:
+                    name = api_name(kind, str(cupti.get_callback_name(domain, cbid)))
+                except Exception:  # a function newer than this CUPTI (a newer runtime's): named by its id
+                    name = f"{kind} function #{cbid} (unknown to this CUPTI)"
             self._fn_names[key] = name
         return name
 

@@ -117,3 +117,20 @@ def test_trace_script_not_found_exits_2(tmp_path):
 def test_trace_without_gpu_says_why_and_exits_2():
     result = invoke("trace", "-c", "pass")
     assert result.exit_code == 2 and result.output.startswith("Error:")
+
+
+def test_after_a_traced_or_audited_program_the_status_is_the_reports_whatever_its_libraries_do_at_exit():
+    """On the H200, CuPy crashed in its exit handlers after the audited program released the primary context
+    under it, and the audit's status 3 became a segfault: once the report is out, ctxlab ends with its status."""
+    import subprocess
+    import sys
+
+    program = ("import atexit, os, signal\n"
+               "import ctxlab.cli as c\n"
+               "atexit.register(lambda: os.kill(os.getpid(), signal.SIGSEGV))  # a library's exit handler\n"
+               "def run(**kw):\n"
+               "    raise c.ProgramRan(3)\n"
+               "c.cli = run\n"
+               "c.main()\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr

@@ -223,3 +223,20 @@ def test_callbacks_of_calls_that_share_a_correlation_id_stay_apart():
         ("cudaSetDevice", 90, 200, 0x10), ("cuDevicePrimaryCtxRetain", 100, 110, 0),
         ("cuCtxSetCurrent", 120, 130, 0x10)]
     assert t.stats["callbacks"] == 2
+
+
+def test_a_function_newer_than_this_cupti_is_named_by_its_id_not_an_error():
+    """A runtime newer than CUPTI (13.3 beside CUPTI 13.0) has functions CUPTI cannot name: on the H200,
+    cudaDeviceGetExecutionCtx's record made the tracer raise inside the traced scenario."""
+    from types import SimpleNamespace
+
+    def unknown(cbid):
+        raise ValueError(f"{cbid} is not a valid runtime_api_trace_cbid")
+
+    def no_name(domain, cbid):
+        raise RuntimeError("ERROR_INVALID_PARAMETER (1)")
+
+    t = fake_tracer()
+    t._cupti = SimpleNamespace(driver_api_trace_cbid=unknown, runtime_api_trace_cbid=unknown,
+                               CallbackDomain=SimpleNamespace(DRIVER_API=1, RUNTIME_API=2), get_callback_name=no_name)
+    assert t._function("runtime", 548) == "runtime function #548 (unknown to this CUPTI)"
