@@ -1026,9 +1026,12 @@ def scenarios(options: LabOptions) -> list[Scenario]:
     here, device = "ctxlab.labs.interop", options.device
     out = [Scenario(f"alone-{lib}", f"{here}:alone", (device, lib), isolation=Isolation.FRESH, env=ENV)
            for lib in LIBRARIES]
-    out += [Scenario(f"refs-{lib}", f"{here}:refs", (device, lib), isolation=Isolation.FRESH, env=ENV)
+    # Counting references releases the primary context to zero under live libraries: undefined behaviour
+    # (on the H200 JAX's process once died by SIGSEGV there), so these repeat and a crash is an outcome.
+    out += [Scenario(f"refs-{lib}", f"{here}:refs", (device, lib), isolation=Isolation.FRESH, env=ENV, undefined=True)
             for lib in LIBRARIES]
-    out.append(Scenario("together", f"{here}:together", (device,), isolation=Isolation.FRESH, env=ENV))
+    out.append(Scenario("together", f"{here}:together", (device,), isolation=Isolation.FRESH, env=ENV,
+                        undefined=True))
     out += [Scenario(_exchange_name(p, c), f"{here}:exchange", (device, p, c, how), env=ENV) for p, c, how in PAIRS]
     out += [Scenario("fork", f"{here}:fork", (device,), undefined=True, timeout=90, env=ENV),
             Scenario("start-methods", f"{here}:start_methods", (device,), undefined=True, timeout=180, env=ENV)]
