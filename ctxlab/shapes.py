@@ -147,7 +147,12 @@ def schema_errors(data: Any) -> Iterator[tuple[str, str]]:
     global _validator
     if _validator is None:
         _validator = Draft202012Validator(schema())
-    for error in sorted(_validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+    try:
+        errors = sorted(_validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    except (OverflowError, ValueError) as exc:  # a number too large to compare (decoded files never hold one)
+        yield "", f"a number too large to check ({type(exc).__name__})"
+        return
+    for error in errors:
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
         yield path, error.message
 
@@ -166,7 +171,7 @@ def runs_from_document(data: Any, origin: str) -> list[LabResult]:
     for index, item in enumerate(runs_data):
         try:
             runs.append(LabResult.from_dict(item))
-        except (KeyError, TypeError, ValueError) as exc:  # a rule the records add that the shape check lacks
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:  # a rule the records add that shapes lack
             where = f"runs[{index}]" if "runs" in data else "run"
             raise ResultFileError(f"{origin}: {where} is malformed: {inert(str(exc), 120)}") from None
     return runs

@@ -66,6 +66,8 @@ OTHER_KINDS = {
         lambda d: bool(d) and all(isinstance(v, dict) and "traced_seconds" in v for v in d.values()),
     "benchmark figures: CLI start-up (benchmarks/cli_startup.py)":
         lambda d: {"environment", "runs", "median_seconds", "max_seconds"} <= d.keys(),
+    "audit report (ctxlab audit --format json, schema ctxlab-audit/1)":
+        lambda d: str(d.get("schema", "")).startswith("ctxlab-audit/") and {"findings", "rules"} <= d.keys(),
     "claim catalogue (ctxlab claims --format json)":
         lambda d: set(d) == {"claims"} and all({"id", "kind", "scenarios"} <= c.keys() for c in d["claims"]),
     "timings of ctxlab check (wall seconds, per lab)":
