@@ -10,23 +10,16 @@
 // pop (checking the handle), and hand over to the next thread through its own
 // condition variable. At the end every element and the global are checked.
 //
-// Two ways to hand over: "cv" (the next thread sleeps on its own condition variable) and
-// "spin" (every thread watches one atomic turn counter, yielding the CPU while it waits):
-// spinning trades CPU for wake-up latency, the fastest a native relay can hand over.
-//
 //   nvcc -O2 -std=c++17 -o native_relay benchmarks/native_relay.cu -lcuda
-//   ./native_relay THREADS ROUNDS [cv|spin]      -> one line of JSON
+//   ./native_relay THREADS ROUNDS      -> one line of JSON
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
-#include <sched.h>
 #include <thread>
 #include <vector>
 
@@ -95,14 +88,9 @@ static bool handoff(Relay& s) {
 }
 
 int main(int argc, char** argv) {
-    if (argc < 3 || argc > 4) { std::fprintf(stderr, "usage: native_relay THREADS ROUNDS [cv|spin]\n"); return 2; }
+    if (argc != 3) { std::fprintf(stderr, "usage: native_relay THREADS ROUNDS\n"); return 2; }
     const int threads = std::atoi(argv[1]), rounds = std::atoi(argv[2]);
     if (threads < 1 || rounds < 1) { std::fprintf(stderr, "native_relay: THREADS and ROUNDS must be >= 1\n"); return 2; }
-    const bool spin = argc == 4 && std::strcmp(argv[3], "spin") == 0;
-    if (argc == 4 && !spin && std::strcmp(argv[3], "cv") != 0) {
-        std::fprintf(stderr, "native_relay: the hand-over is cv or spin\n");
-        return 2;
-    }
 
     Relay s;
     RT(cudaSetDevice(0));
@@ -122,23 +110,10 @@ int main(int argc, char** argv) {
     DRV(cuCtxPopCurrent(&popped));
 
     std::vector<Turn> turns(threads);
-    std::atomic<long long> turn{-1};  // spin: the index of the handoff whose turn it is
     std::vector<std::thread> workers;
     const long long total = (long long)threads * rounds;
     auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < threads && spin; ++i) {
-        workers.emplace_back([&, i] {
-            for (long long k = i; k < total; k += threads) {
-                while (turn.load(std::memory_order_acquire) != k) sched_yield();
-                bool ok = handoff(s);
-                s.verified += ok;
-                s.mismatches += !ok;
-                turn.store(k + 1, std::memory_order_release);
-            }
-        });
-    }
-    if (spin) turn.store(0, std::memory_order_release);
-    for (int i = 0; i < threads && !spin; ++i) {
+    for (int i = 0; i < threads; ++i) {
         workers.emplace_back([&, i] {
             for (int r = 0; r < rounds; ++r) {
                 {
@@ -158,7 +133,7 @@ int main(int argc, char** argv) {
             }
         });
     }
-    if (!spin) {
+    {
         std::lock_guard<std::mutex> lock(turns[0].m);
         turns[0].go = true;
         turns[0].cv.notify_one();
@@ -173,9 +148,9 @@ int main(int argc, char** argv) {
     RT(cudaMemcpyFromSymbol(&final_global, probe_global, sizeof(long long)));
     bool every = final_global == 1000 + K * total;
     for (int i = 0; i < N; ++i) every &= final_values[i] == initial[i] + total;
-    std::printf("{\"handover\": \"%s\", \"threads\": %d, \"rounds\": %d, \"handoffs\": %lld, \"verified\": %lld, \"mismatches\": %lld, "
+    std::printf("{\"threads\": %d, \"rounds\": %d, \"handoffs\": %lld, \"verified\": %lld, \"mismatches\": %lld, "
                 "\"final_ok\": %s, \"seconds\": %.6f, \"verified_per_s\": %.1f}\n",
-                spin ? "spin" : "cv", threads, rounds, total, s.verified, s.mismatches, every ? "true" : "false", seconds,
+                threads, rounds, total, s.verified, s.mismatches, every ? "true" : "false", seconds,
                 s.verified / seconds);
     return every && s.mismatches == 0 ? 0 : 1;
 }
