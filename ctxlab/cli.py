@@ -476,13 +476,7 @@ def trace(only, calls_mode, thread_name, fmt, output, code, module, script_args)
     from ctxlab.trace import TraceUnavailable
     from ctxlab.tracing_cli import run_traced
 
-    chosen = [x for x in (code, module, script_args[0] if script_args else None) if x]
-    if len(chosen) != 1:
-        raise click.UsageError("give exactly one program: a SCRIPT (after --), -c CODE or -m MODULE")
-    if output:
-        from ctxlab.record import check_writable
-
-        check_writable(output)
+    one_program(code, module, script_args, output)
     try:
         status = run_traced(code=code, module=module, argv=list(script_args), only=only, thread=thread_name,
                             fmt=fmt, output=output, echo=click.echo, calls_mode=calls_mode, err=say)
@@ -550,14 +544,10 @@ def audit(fmt, output, code, module, script_args):
     """Audit a Python program for CUDA context hazards (the help text is AUDIT_HELP with the rules)."""
     from ctxlab.audit.report import render, summary_line
     from ctxlab.audit.run import audit_program
-    from ctxlab.output import STDOUT, check_writable, write_output
+    from ctxlab.output import STDOUT, write_output
     from ctxlab.report.escape import one_line
 
-    chosen = [x for x in (code, module, script_args[0] if script_args else None) if x]
-    if len(chosen) != 1:
-        raise click.UsageError("give exactly one program: a SCRIPT (after --), -c CODE or -m MODULE")
-    if output:
-        check_writable(output)
+    one_program(code, module, script_args, output)
     try:
         result = audit_program(code=code, module=module, argv=list(script_args))
     except FileNotFoundError as exc:
@@ -761,6 +751,17 @@ def merge(files, fmt, output, markdown_path, html_path, max_size):
     write_outputs([(path, render[kind](loaded)) for kind, path in reports])
     if failing(loaded):
         raise SystemExit(EXIT_FAILS)
+
+
+def one_program(code: str | None, module: str | None, script_args: tuple, output: str | None) -> None:
+    """trace and audit run exactly one program (a SCRIPT, -c CODE or -m MODULE) and check --output first."""
+    chosen = [x for x in (code, module, script_args[0] if script_args else None) if x]
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one program: a SCRIPT (after --), -c CODE or -m MODULE")
+    if output:
+        from ctxlab.output import check_writable
+
+        check_writable(output)
 
 
 class ProgramRan(SystemExit):
