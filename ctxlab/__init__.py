@@ -14,6 +14,10 @@ __version__ = "0.2.0"
 __all__ = ["run", "check", "load", "claims", "labs", "__version__"]
 
 
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
 def __getattr__(name: str) -> Any:
     # The API loads on first use, so ``import ctxlab`` and ``ctxlab --help`` stay light.
     if name in __all__:

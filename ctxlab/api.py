@@ -63,9 +63,41 @@ def check(names: Sequence[str] | None = None, devices: Sequence[int] = (0,), *, 
     """
     from ctxlab.suite import run_check
 
-    return run_check(list(names) if names else None, list(devices), timeout=timeout, jobs=jobs, repeats=repeats,
+    chosen = checked_selection(names, devices, timeout=timeout, jobs=jobs, repeats=repeats, registry=registry)
+    return run_check(chosen, list(devices), timeout=timeout, jobs=jobs, repeats=repeats,
                      progress=progress, registry=registry, baseline=list(baseline) if baseline else None,
                      schedule=schedule)
+
+
+def checked_selection(names: Sequence[str] | None, devices: Sequence[int], *, timeout: float | None = None,
+                      jobs: int | None = None, repeats: int | None = None,
+                      registry: dict[str, str] | None = None) -> list[str]:
+    """The labs ``check`` runs, every argument validated first, as ``run`` validates its options: a name
+    that is not a lab (``UnknownLab``), an empty or string selection, no device, a bad timeout, jobs or
+    repeats (``OptionError``), no GPU or a device that does not exist (``NoGpu``, ``BadDevice``)."""
+    from ctxlab.cuda.environment import require_device
+    from ctxlab.lab import OptionError
+    from ctxlab.labs import LABS, get_lab
+
+    registry = registry or LABS
+    if isinstance(names, str):
+        raise OptionError(f"names: give a list of lab names, not the string {names!r}")
+    chosen = list(registry) if names is None else list(names)
+    if not chosen:
+        raise OptionError("names: an empty list names no lab (None means every lab)")
+    if not devices:
+        raise OptionError("devices: an empty list names no GPU")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise OptionError(f"--jobs: {jobs!r} is not a whole number of at least 1")
+    labs = [get_lab(name, registry) for name in chosen]  # UnknownLab for a name that is not a lab
+    for lab in labs:
+        for device in devices:
+            lab.make_options(device=device, scenario_timeout=timeout,
+                             **({"repeats": repeats} if repeats is not None else {}))
+    if any(lab.needs_gpu for lab in labs):
+        for device in devices:
+            require_device(device)
+    return chosen
 
 
 def load(path: str | os.PathLike) -> list[LabResult]:

@@ -163,15 +163,21 @@ def max_size_option(fn):
                         help="Refuse result files larger than this (e.g. 64M, 1G): they are read whole.")(fn)
 
 
-def emit(runs, fmt: str, output: str | None) -> None:
-    """Render the runs in ``fmt`` and write them to ``output`` (standard output when None or -)."""
+def write_report(text: str, output: str | None, what: str) -> None:
+    """Write ``text`` to ``output`` through the one writer (standard output when None or -); say where."""
     from ctxlab.output import STDOUT, write_output
-    from ctxlab.report import render
 
     target = output or STDOUT
-    write_output(target, render(runs, fmt))
+    write_output(target, text)
     if target != STDOUT:
-        say(f"wrote {fmt} report to {target}")
+        say(f"wrote {what} to {target}")
+
+
+def emit(runs, fmt: str, output: str | None) -> None:
+    """Render the runs in ``fmt`` and write them to ``output`` (standard output when None or -)."""
+    from ctxlab.report import render
+
+    write_report(render(runs, fmt), output, f"{fmt} report")
 
 
 def say(message: str) -> None:
@@ -446,7 +452,7 @@ def lifecycle(fmt, output, **common):
 @click.option("--calls", "calls_mode", type=click.Choice(["context", "all"]), default="context", show_default=True,
               help="What gets a Python callback. context: the functions that make, bind or load into a context, "
                    "and the resource events; every other call is recorded by CUPTI's activity buffers and shows the "
-                   "context its thread had current (cheap: 1.05x on small CuPy launches on an H200); of the driver "
+                   "context its thread had current (cheap: about 1x on small CuPy launches on an H200); of the driver "
                    "calls the runtime makes inside its own calls, only those functions are seen. all: every driver "
                    "and runtime call, the runtime's queries beneath its calls too, each with its exact context "
                    "handle; costs a Python call per API call (tens of times slower on small launches).")
@@ -454,8 +460,7 @@ def lifecycle(fmt, output, **common):
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "perfetto"]), default="table", show_default=True,
               help="A tree per thread, the ordered calls as JSON, or Chrome/Perfetto trace-event JSON (open it in "
                    "ui.perfetto.dev or chrome://tracing: a track per thread, a track per context).")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
-              help="Write the trace here (atomically) instead of standard output.")
+@output_option
 @click.option("-c", "code", default=None, help="Trace this Python code.")
 @click.option("-m", "module", default=None, help="Trace this module, run as a script (like python -m).")
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
@@ -581,8 +586,7 @@ def modules(fmt, output, **common):
 @click.option("--lab", "lab_names", multiple=True, help="Only this lab's claims (repeat for several).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table",
               show_default=True, help="A table, JSON, or Markdown.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
-              help="Write the catalogue here instead of standard output.")
+@output_option
 @domain_errors
 def claims(lab_names, fmt, output):
     """List the claims the labs judge: id, statement, source, kind, and the scenarios that decide each.
@@ -596,14 +600,7 @@ def claims(lab_names, fmt, output):
     from ctxlab.report.catalogue import render_catalogue
 
     entries = catalogue(ctxlab.api.claims(lab_names or None))
-    text = render_catalogue(entries, fmt)
-    if output:
-        from ctxlab.record import atomic_write
-
-        atomic_write(output, text)
-        say(f"wrote {len(entries)} claims to {output}")
-    else:
-        click.echo(text, nl=False)
+    write_report(render_catalogue(entries, fmt), output, f"{len(entries)} claims")
 
 
 def parse_devices(text: str) -> list[int]:

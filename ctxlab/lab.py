@@ -101,6 +101,7 @@ class Lab:
     claims: tuple[Claim, ...]
     scenarios: Callable[[Any], list[Scenario]]  # options -> the scenarios to run
     views: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # step tables: kind -> columns
+    needs_gpu: bool = True  # False only for the test suite's stand-in labs
 
     def __post_init__(self) -> None:
         ids = [c.id for c in self.claims]

@@ -125,7 +125,7 @@ def run_traced(code, module, argv, only, thread, fmt, output, echo, calls_mode: 
         events = [e for e in events if e.get("thread") == thread]
     text = render(events, fmt, program, only=only, calls_mode=calls_mode, stats=stats)
     sys.stdout.flush()
-    if output:
+    if output and output != "-":
         atomic_write(output, text)
     else:
         echo(text, nl=False)

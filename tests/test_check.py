@@ -179,3 +179,24 @@ def test_check_profile_prints_each_job_and_the_critical_path(fake_registry, tmp_
     assert result.exit_code == 0, result.output
     assert "timed/alone on GPU 0  [GPU alone]" in result.output and "critical path: " in result.output
     assert "GPU-alone jobs" in result.output
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"names": "ok"}, "OptionError"), ({"names": []}, "OptionError"), ({"names": ["nosuch"]}, "UnknownLab"),
+    ({"names": ["ok"], "devices": []}, "OptionError"), ({"names": ["ok"], "timeout": float("nan")}, "OptionError"),
+    ({"names": ["ok"], "repeats": 0}, "OptionError"), ({"names": ["ok"], "jobs": 0}, "OptionError")])
+def test_the_check_api_refuses_bad_input_before_running_anything(kwargs, error):
+    import ctxlab.api
+
+    with pytest.raises(Exception) as raised:
+        ctxlab.api.check(registry=REGISTRY, **kwargs)
+    assert type(raised.value).__name__ == error
+
+
+@pytest.mark.nogpu
+def test_the_check_api_without_a_gpu_raises_no_gpu_instead_of_returning_errors():
+    import ctxlab.api
+    from ctxlab.cuda.environment import NoGpu
+
+    with pytest.raises(NoGpu):
+        ctxlab.api.check(["refcount"])

@@ -11,7 +11,8 @@ from ctxlab.record import Observation
 from tests.conftest import RESULTS
 
 FILES = ["migrate.json", "migrate-stress.json", "migrate-stress-h200x1.json", "migrate-traced.json", "refcount.json",
-         "lifecycle.json", "modules.json", "interop.json"]
+         "lifecycle.json", "lifecycle-traced.json", "modules.json",
+         "interop.json"]
 
 
 def load(name):

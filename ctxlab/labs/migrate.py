@@ -70,13 +70,13 @@ def _facts_state_travels(obs, scenarios: tuple[str, ...] = HANDOFF):
             "mismatches": sum(o.value["mismatches"] for o in summaries), "kinds_lost": len(lost),
             "final_ok": sum(bool(o.value["final_ok"]) for o in summaries), "kinds": len(summaries),
             "per_kind": ", ".join(f"{o.scenario}: {o.value['verified']} of {o.value['handoffs']}" for o in summaries),
-            "first": next((o.value["first_mismatch"] for o in lost if o.value["first_mismatch"]), None)}
+            "first": next((o.value["first_mismatch"] for o in lost if o.value["first_mismatch"]), "none")}
 
 
 def _facts_pointer_context(obs):
     allocs = some(_within(obs, HANDOFF + CONCURRENT), "allocation context")
     other = [o.value for o in allocs if o.value["pointer_context"] != o.value["current_context"]]
-    return {"allocations": len(allocs), "elsewhere": len(other), "example": other[0] if other else None}
+    return {"allocations": len(allocs), "elsewhere": len(other), "example": other[0] if other else "none"}
 
 
 def _facts_several_threads(obs):

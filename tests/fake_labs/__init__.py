@@ -14,7 +14,7 @@ def _lab(name, target, promise=lambda facts: True, facts=_count, undefined=False
     claim = Claim(f"{name}.claim", "A statement.", "a source", "promise", ("only",), facts, "{n} observations",
                   promise)
     return Lab(name, "A question?", LabOptions, (claim,),
-               lambda options: [Scenario("only", target, timeout=60, undefined=undefined)])
+               lambda options: [Scenario("only", target, timeout=60, undefined=undefined)], needs_gpu=False)
 
 
 def _broken(observations):
@@ -36,7 +36,7 @@ TIMED = Lab("timed", "A question?", LabOptions,
                              Scenario("shared-2", "tests.fake_labs.targets:nap", timeout=60),
                              Scenario("shared-3", "tests.fake_labs.targets:nap", timeout=60),
                              Scenario("alone", "tests.fake_labs.targets:nap", timeout=60,
-                                      isolation=Isolation.GPU_ALONE)])
+                                      isolation=Isolation.GPU_ALONE)], needs_gpu=False)
 
 REGISTRY = {"ok": "tests.fake_labs:OK", "crash": "tests.fake_labs:CRASH", "hang": "tests.fake_labs:HANG",
             "fails": "tests.fake_labs:FAILS", "broken-judge": "tests.fake_labs:BROKEN_JUDGE",

@@ -25,7 +25,7 @@ def differs(run) -> str | None:
     """Why the expectations do not apply to the machine ``run`` was recorded on, or None when they do."""
     written = expectations()["written_for"]
     env = run.environment
-    for key in ("gpu", "driver_version"):
+    for key in ("gpu", "driver_version", "runtime_versions"):  # runtime-sensitive claims (thread-exit) need all three
         if env.get(key) != written[key]:
             return f"the expectations were written for {key} {written[key]!r}; this run is on {env.get(key)!r}"
     return None

@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def test_lifecycle_every_sequence_traced(tmp_path):
-    out = os.path.join(KEEP, "lifecycle.json") if KEEP else str(tmp_path / "lifecycle.json")
+    out = os.path.join(KEEP, "lifecycle-traced.json") if KEEP else str(tmp_path / "lifecycle-traced.json")
     result = CliRunner().invoke(cli, ["lifecycle", "--trace", "--format", "json", "--output", out],
                                 catch_exceptions=False)
     (run,) = load_runs(out)
