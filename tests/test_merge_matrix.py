@@ -79,3 +79,12 @@ def test_merging_an_empty_result_is_well_formed_markdown(tmp_path):
     rows = table_rows(result.output)
     assert len({row.count("|") for row in rows}) <= 1  # every row of a table has as many cells as its header
     assert "No runs" in result.output
+
+
+def test_the_same_runner_judged_by_two_ctxlab_versions_is_two_columns_named_by_version(tmp_path):
+    """A verdict can change because ctxlab's judges changed, not the GPU: the matrix says which version judged."""
+    env = {"hostname": "ci", "device": 0, "driver_version": 13000, "runtime_version": 13020}
+    a = write(tmp_path / "a.json", run(environment={**env, "ctxlab": "0.1.0"}))
+    b = write(tmp_path / "b.json", run(environment={**env, "ctxlab": "0.2.0"}))
+    header = table_rows(invoke("report", "merge", a, b).output)[0]
+    assert "ctxlab 0.1.0" in header and "ctxlab 0.2.0" in header and "duplicate" not in header

@@ -157,8 +157,11 @@ def assemble(planned: LabPlan, environment: dict, results: list[JobResult]) -> L
                 errors.append({"scenario": job.label, **out.to_dict()})
     ran = [s.name for s in planned.scenarios]
     lab = planned.lab
+    from ctxlab import __version__
+
     return LabResult(lab=lab.name, started=planned.started, seconds=time.perf_counter() - planned.t0,
-                     environment=environment, options=planned.options.to_dict(), observations=tuple(observations),
+                     environment={**environment, "ctxlab": __version__},  # which judges gave these verdicts
+                     options=planned.options.to_dict(), observations=tuple(observations),
                      claims=judge(lab.claims, observations, ran), errors=tuple(errors), metrics=metrics,
                      timings=timings, views=dict(lab.views), flags=tuple(silent_wrong_flags(observations)))
 

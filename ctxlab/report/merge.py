@@ -29,13 +29,15 @@ COLOUR = {"holds": "#cfc", "fails": "#f99", "changed": "#ffc", "observed": "#cef
           "error": "#f66"}
 
 
-def runner_key(run: LabResult) -> tuple[str, str, str, str, str]:
-    """(hostname, device index, GPU UUID or "", driver, runtime): what tells two runners apart."""
+def runner_key(run: LabResult) -> tuple[str, str, str, str, str, str]:
+    """(hostname, device index, GPU UUID or "", driver, runtime, ctxlab version): what tells two runners apart,
+    and two versions of the judges (a verdict can differ because ctxlab changed, not the GPU)."""
     env = run.environment
     device = env.get("device", run.options.get("device"))
     uuid = env.get("gpu_uuid") or env.get("uuid") or ""
     return (str(env.get("hostname", "?")), "?" if device is None else str(device), str(uuid),
-            str(env.get("driver_version", "?")), str(env.get("runtime_version", "?")))
+            str(env.get("driver_version", "?")), str(env.get("runtime_version", "?")),
+            str(env.get("ctxlab", "not recorded")))
 
 
 @dataclass
@@ -51,9 +53,9 @@ class Column:
 
     def label(self) -> str:
         """The column's heading: runner, GPU, driver and runtime, and which duplicate it is when its key is shared."""
-        host, device, uuid, driver, runtime = self.key
+        host, device, uuid, driver, runtime, version = self.key
         gpu = f"{self.gpu} {uuid}".strip() if uuid else self.gpu
-        text = f"{host} GPU {device} ({gpu}) / driver {driver} / runtime {runtime}"
+        text = f"{host} GPU {device} ({gpu}) / driver {driver} / runtime {runtime} / ctxlab {version}"
         if self.copies > 1:
             text += f" [duplicate key {self.copy} of {self.copies}, from {self.origin}]"
         return text
