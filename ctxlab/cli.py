@@ -147,6 +147,17 @@ def lab_options(fn):
     return device_option(trace_option(repeats_option(output_options(fn))))
 
 
+def program_options(verb: str):
+    """The program trace and audit run: -c CODE, -m MODULE, or a SCRIPT and its arguments."""
+    def decorate(fn):
+        fn = click.argument("script_args", nargs=-1, type=click.UNPROCESSED)(fn)
+        fn = click.option("-m", "module", default=None,
+                          help=f"{verb} this module, run as a script (like python -m).")(fn)
+        return click.option("-c", "code", default=None, help=f"{verb} this Python code.")(fn)
+
+    return decorate
+
+
 def output_options(fn):
     """Add --format and --output: the report's format and where it goes."""
     fn = output_option(fn)
@@ -461,9 +472,7 @@ def lifecycle(fmt, output, **common):
               help="A tree per thread, the ordered calls as JSON, or Chrome/Perfetto trace-event JSON (open it in "
                    "ui.perfetto.dev or chrome://tracing: a track per thread, a track per context).")
 @output_option
-@click.option("-c", "code", default=None, help="Trace this Python code.")
-@click.option("-m", "module", default=None, help="Trace this module, run as a script (like python -m).")
-@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@program_options("Trace")
 @domain_errors
 def trace(only, calls_mode, thread_name, fmt, output, code, module, script_args):
     """Run a Python program under CUPTI and show the driver calls beneath its runtime calls.
@@ -541,9 +550,7 @@ def _audit_help() -> str:
               help="A table for people, JSON (schema ctxlab-audit/1), JUnit XML (a test case per rule) or SARIF "
                    "2.1.0 (for code scanning: results at the user's file:line).")
 @output_option
-@click.option("-c", "code", default=None, help="Audit this Python code.")
-@click.option("-m", "module", default=None, help="Audit this module, run as a script (like python -m).")
-@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@program_options("Audit")
 @domain_errors
 def audit(fmt, output, code, module, script_args):
     """Audit a Python program for CUDA context hazards (the help text is AUDIT_HELP with the rules)."""

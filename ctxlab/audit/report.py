@@ -91,7 +91,9 @@ def render_table(result) -> str:
 
 def render_junit(result) -> str:
     """The audit as JUnit XML: a test case per rule, failed by its error findings."""
-    from junitparser import Failure, JUnitXml, TestCase, TestSuite
+    from junitparser import Failure, TestCase, TestSuite
+
+    from ctxlab.report.junit import junit_document
 
     suite = TestSuite(xml(f"ctxlab.audit {result.program}"))
     suite.add_property("program", xml(result.program))
@@ -106,14 +108,7 @@ def render_junit(result) -> str:
         if text:
             case.system_out = xml(text)
         suite.add_testcase(case)
-    out = JUnitXml("ctxlab audit")
-    out.add_testsuite(suite)
-    out.update_statistics()
-    text = out.tostring()
-    text = text.decode() if isinstance(text, bytes) else text
-    if not text.startswith("<?xml"):
-        text = '<?xml version="1.0" encoding="utf-8"?>\n' + text
-    return text + "\n"
+    return junit_document("ctxlab audit", [suite])
 
 
 def _uri(path: str) -> str:

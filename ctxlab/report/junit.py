@@ -48,9 +48,14 @@ def suite_for(run: LabResult) -> TestSuite:
 
 def render_junit(runs: list[LabResult]) -> str:
     """The runs as one JUnit XML document, with its XML declaration."""
-    out = JUnitXml("ctxlab")
-    for run in runs:
-        out.add_testsuite(suite_for(run))
+    return junit_document("ctxlab", [suite_for(run) for run in runs])
+
+
+def junit_document(name: str, suites: list) -> str:
+    """Test suites as one JUnit XML document with its XML declaration (the labs' and the audit's reports)."""
+    out = JUnitXml(name)
+    for suite in suites:
+        out.add_testsuite(suite)
     out.update_statistics()
     text = out.tostring()
     text = text.decode() if isinstance(text, bytes) else text
