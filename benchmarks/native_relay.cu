@@ -7,18 +7,26 @@
 // launch one block that sums the array and reads the global (into mapped host
 // memory) and then adds 1 to every element and k to the global, synchronise the
 // stream, check the sum and the global against what the previous thread left,
-// pop (checking the handle), and hand over to the next thread through its own
-// condition variable. At the end every element and the global are checked.
+// pop (checking the handle), and hand over to the next thread. At the end every
+// element and the global are checked.
+//
+// Two ways to hand over, so that ctxlab is compared with the faster native one:
+//   cv    each thread sleeps on its own condition variable; a handoff wakes exactly
+//         the next thread (what ctxlab's relay does, one Event per thread)
+//   spin  one atomic turn counter; each thread polls it, yielding the CPU between
+//         polls (no sleep, no wakeup: the next thread sees its turn on its next poll)
 //
 //   nvcc -O2 -std=c++17 -o native_relay benchmarks/native_relay.cu -lcuda
-//   ./native_relay THREADS ROUNDS      -> one line of JSON
+//   ./native_relay THREADS ROUNDS [cv|spin]      -> one line of JSON
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -88,9 +96,12 @@ static bool handoff(Relay& s) {
 }
 
 int main(int argc, char** argv) {
-    if (argc != 3) { std::fprintf(stderr, "usage: native_relay THREADS ROUNDS\n"); return 2; }
+    if (argc != 3 && argc != 4) { std::fprintf(stderr, "usage: native_relay THREADS ROUNDS [cv|spin]\n"); return 2; }
     const int threads = std::atoi(argv[1]), rounds = std::atoi(argv[2]);
     if (threads < 1 || rounds < 1) { std::fprintf(stderr, "native_relay: THREADS and ROUNDS must be >= 1\n"); return 2; }
+    const char* mode = argc == 4 ? argv[3] : "cv";
+    const bool spin = std::strcmp(mode, "spin") == 0;
+    if (!spin && std::strcmp(mode, "cv") != 0) { std::fprintf(stderr, "native_relay: mode must be cv or spin\n"); return 2; }
 
     Relay s;
     RT(cudaSetDevice(0));
@@ -110,12 +121,22 @@ int main(int argc, char** argv) {
     DRV(cuCtxPopCurrent(&popped));
 
     std::vector<Turn> turns(threads);
+    std::atomic<long long> turn{-1};  // spin: the handoff whose turn it is (-1: not started)
     std::vector<std::thread> workers;
     const long long total = (long long)threads * rounds;
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < threads; ++i) {
         workers.emplace_back([&, i] {
             for (int r = 0; r < rounds; ++r) {
+                if (spin) {
+                    const long long mine = (long long)r * threads + i;
+                    while (turn.load(std::memory_order_acquire) != mine) std::this_thread::yield();
+                    bool ok = handoff(s);
+                    s.verified += ok;
+                    s.mismatches += !ok;
+                    turn.store(mine + 1, std::memory_order_release);
+                    continue;
+                }
                 {
                     std::unique_lock<std::mutex> lock(turns[i].m);
                     turns[i].cv.wait(lock, [&] { return turns[i].go; });
@@ -133,7 +154,9 @@ int main(int argc, char** argv) {
             }
         });
     }
-    {
+    if (spin) {
+        turn.store(0, std::memory_order_release);
+    } else {
         std::lock_guard<std::mutex> lock(turns[0].m);
         turns[0].go = true;
         turns[0].cv.notify_one();
@@ -148,9 +171,9 @@ int main(int argc, char** argv) {
     RT(cudaMemcpyFromSymbol(&final_global, probe_global, sizeof(long long)));
     bool every = final_global == 1000 + K * total;
     for (int i = 0; i < N; ++i) every &= final_values[i] == initial[i] + total;
-    std::printf("{\"threads\": %d, \"rounds\": %d, \"handoffs\": %lld, \"verified\": %lld, \"mismatches\": %lld, "
+    std::printf("{\"mode\": \"%s\", \"threads\": %d, \"rounds\": %d, \"handoffs\": %lld, \"verified\": %lld, \"mismatches\": %lld, "
                 "\"final_ok\": %s, \"seconds\": %.6f, \"verified_per_s\": %.1f}\n",
-                threads, rounds, total, s.verified, s.mismatches, every ? "true" : "false", seconds,
+                mode, threads, rounds, total, s.verified, s.mismatches, every ? "true" : "false", seconds,
                 s.verified / seconds);
     return every && s.mismatches == 0 ? 0 : 1;
 }

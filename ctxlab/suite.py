@@ -82,19 +82,31 @@ def run_check(names: list[str] | None, devices: list[int], timeout: float | None
     return [by_key[(name, device)] for name in names or list(registry) for device in devices]
 
 
+def _seconds(value: float | None) -> str:
+    return f"{value:7.2f}" if value is not None else f"{'-':>7}"
+
+
 def profile_lines(schedule: list[Scheduled]) -> list[str]:
-    """``check --profile``: every job's start, end and wait, then the critical path and what bounds it."""
+    """``check --profile``: every job's start, end, wait, spawn and CPU time, then the critical path and what
+    bounds it: a child on the CPU for a small part of its wall time was waiting (the driver, the GPU)."""
     if not schedule:
         return ["profile: no job ran"]
     rows = sorted(schedule, key=lambda s: s.started)
-    lines = [f"{'start':>7} {'end':>7} {'waited':>7}  job"]
-    lines += [f"{s.started:7.2f} {s.ended:7.2f} {s.waited:7.2f}  {s.lab}/{s.job} on GPU {s.device}"
-              + ("  [GPU alone]" if s.gpu_alone else "") for s in rows]
+    lines = [f"{'start':>7} {'end':>7} {'waited':>7} {'spawn':>7} {'cpu':>7}  job"]
+    lines += [f"{s.started:7.2f} {s.ended:7.2f} {s.waited:7.2f} {_seconds(s.spawn)} {_seconds(s.cpu)}  "
+              f"{s.lab}/{s.job} on GPU {s.device}" + ("  [GPU alone]" if s.gpu_alone else "") for s in rows]
     wall = max(s.ended for s in schedule)
     alone = sum(s.ended - s.started for s in schedule if s.gpu_alone)
     busy = sum(s.ended - s.started for s in schedule)
+    measured = [s for s in schedule if s.cpu is not None]
+    cpu = sum(s.cpu or 0.0 for s in measured)
+    spawn = sum(s.spawn or 0.0 for s in measured)
+    share = cpu / max(1e-9, sum(s.ended - s.started for s in measured))
     lines += ["", f"wall {wall:.2f} s; child processes {len(schedule)}, {busy:.2f} s of child time; "
                   f"GPU-alone jobs {alone:.2f} s (they run one at a time with nothing beside them: a floor)",
+              f"children's CPU time {cpu:.2f} s ({share:.0%} of their wall time; the rest they waited: the "
+              f"driver, the GPU, other processes); starting them {spawn:.2f} s"
+              + (f"; {len(schedule) - len(measured)} died before answering" if len(measured) < len(schedule) else ""),
               "critical path: " + " -> ".join(f"{s.lab}/{s.job} ({s.started:.2f}-{s.ended:.2f})"
                                                for s in critical_path(schedule))]
     return lines

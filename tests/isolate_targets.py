@@ -36,3 +36,17 @@ def imported():
     import sys
 
     return {name: name in sys.modules for name in ("cupy", "cuda.bindings", "ctxlab.harness.preload")}
+
+
+def spin(seconds):
+    """Busy for ``seconds`` of CPU."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return "spun"
+
+
+def nap(seconds):
+    """Waits ``seconds`` without using the CPU."""
+    time.sleep(seconds)
+    return "slept"

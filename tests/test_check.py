@@ -179,6 +179,19 @@ def test_check_profile_prints_each_job_and_the_critical_path(fake_registry, tmp_
     assert result.exit_code == 0, result.output
     assert "timed/alone on GPU 0  [GPU alone]" in result.output and "critical path: " in result.output
     assert "GPU-alone jobs" in result.output
+    assert "spawn" in result.output and "children's CPU time" in result.output
+    row = next(line for line in result.output.splitlines() if "timed/alone on GPU 0" in line)
+    assert all(float(cell) >= 0 for cell in row.split()[:5])  # start, end, waited, spawn, cpu: all measured
+
+
+def test_the_profile_marks_a_child_that_died_before_answering():
+    from ctxlab.harness.pool import Scheduled
+    from ctxlab.suite import profile_lines
+
+    lines = profile_lines([Scheduled("lab", 0, "a", False, 0.0, 0.0, 1.0, 0.1, 0.5),
+                           Scheduled("lab", 0, "b", False, 0.0, 0.0, 2.0)])
+    assert lines[2].split()[3:5] == ["-", "-"] and "1 died before answering" in lines[-2]
+    assert "0.50 s (50% of their wall time" in lines[-2]
 
 
 @pytest.mark.parametrize("kwargs, error", [

@@ -45,3 +45,22 @@ def test_fresh_starts_an_interpreter_that_has_imported_neither_cupy_nor_the_prel
 
 def test_the_forkserver_child_has_the_preload_imported():
     assert run_isolated("tests.isolate_targets:imported", timeout=60)["ctxlab.harness.preload"] is True
+
+
+def test_a_child_reports_its_cpu_time_so_waiting_can_be_told_from_working():
+    import time
+
+    spent = []
+    started = time.perf_counter()
+    assert run_isolated("tests.isolate_targets:spin", 0.4, timeout=60, on_usage=spent.append) == "spun"
+    assert run_isolated("tests.isolate_targets:nap", 0.4, timeout=60, on_usage=spent.append) == "slept"
+    busy, waiting = spent
+    assert busy.cpu >= 0.4 and waiting.cpu < 0.3  # sleeping costs (almost) no CPU; spinning does
+    assert started <= busy.entered <= waiting.entered <= time.perf_counter()  # one clock with the parent
+
+
+def test_a_child_that_raises_still_reports_its_usage():
+    spent = []
+    with pytest.raises(IsolatedFailure):
+        run_isolated("tests.isolate_targets:fail", timeout=60, on_usage=spent.append)
+    assert len(spent) == 1 and spent[0].cpu >= 0

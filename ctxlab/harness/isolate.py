@@ -9,9 +9,11 @@ CUDA), so a child pays neither the imports nor an inherited CUDA state.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import multiprocessing
 import os
+import resource
 import tempfile
 import time
 import traceback
@@ -32,6 +34,20 @@ def report_progress(done: int, total: int) -> None:
             _progress_conn.send((done, total))
         except OSError:
             pass
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildUsage:
+    """What a child spent: when it began running the target (``time.perf_counter``, the system-wide
+    monotonic clock on Linux, so comparable with the parent's) and its CPU seconds (user + system)."""
+
+    entered: float
+    cpu: float
+
+
+def _usage(entered: float) -> ChildUsage:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return ChildUsage(entered, own.ru_utime + own.ru_stime)
 
 
 class IsolatedFailure(RuntimeError):
@@ -60,6 +76,7 @@ def _mp(fresh: bool = False):
 
 def _child(target: str, args: tuple, kwargs: dict, conn, log_path: str, env: dict, progress_conn) -> None:
     global _progress_conn
+    entered = time.perf_counter()
     _progress_conn = progress_conn
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(fd, 1)
@@ -73,9 +90,9 @@ def _child(target: str, args: tuple, kwargs: dict, conn, log_path: str, env: dic
         module_name, func_name = target.split(":")
         func = getattr(importlib.import_module(module_name), func_name)
         value = func(*args, **kwargs)
-        conn.send(("ok", value))
+        conn.send(("ok", value, _usage(entered)))
     except BaseException as exc:  # its text travels: not every exception pickles
-        conn.send(("error", "".join(traceback.format_exception(exc))))
+        conn.send(("error", "".join(traceback.format_exception(exc)), _usage(entered)))
     finally:
         conn.close()
 
@@ -87,13 +104,14 @@ def tail(text: str, limit: int = 4000) -> str:
 
 def run_isolated(target: str, *args: Any, timeout: float = 60.0, env: dict | None = None,
                  on_progress: Callable[[int, int], None] | None = None, fresh: bool = False,
-                 **kwargs: Any) -> Any:
+                 on_usage: Callable[[ChildUsage], None] | None = None, **kwargs: Any) -> Any:
     """Call ``module:function(*args, **kwargs)`` in a fresh child; return its value.
 
     ``env`` is set in the child before the target runs (CUDA reads variables
     such as CUDA_MODULE_LOADING when it initialises, which the child has not).
     ``fresh`` starts a new interpreter that has imported nothing (not CuPy, not
-    the preload module) instead of a forkserver child.
+    the preload module) instead of a forkserver child. ``on_usage`` receives
+    what the child spent, when it answered (``check --profile`` prints it).
     """
     mp = _mp(fresh)
     fd, log_path = tempfile.mkstemp(prefix="ctxlab-child-", suffix=".log")
@@ -120,7 +138,9 @@ def run_isolated(target: str, *args: Any, timeout: float = 60.0, env: dict | Non
             code = process.exitcode
             how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
             raise IsolatedFailure("crash", f"{target} died with {how} before it answered", _read(log_path))
-        kind, value = message
+        kind, value, usage = message
+        if on_usage is not None:
+            on_usage(usage)
         if kind == "ok":
             return value
         text = value

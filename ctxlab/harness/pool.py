@@ -46,11 +46,18 @@ class Scheduled:
     queued: float
     started: float
     ended: float
+    entered: float | None = None  # when the child began running its scenario (None: it died first)
+    cpu: float | None = None  # the child's CPU seconds, user + system
 
     @property
     def waited(self) -> float:
         """Seconds from being scheduled to running: waiting for a worker, the GPU lock and a slot."""
         return self.started - self.queued
+
+    @property
+    def spawn(self) -> float | None:
+        """Seconds from starting the child to its running the scenario: fork or spawn, imports, unpickling."""
+        return None if self.entered is None else max(0.0, self.entered - self.started)
 
 
 def estimate(slot: Slot, durations: dict[tuple[str, str], float]) -> float:
@@ -99,9 +106,11 @@ def run_plans(plans: list[LabPlan], width: int | None = None, durations: dict[tu
                 left[id(slot.plan)] -= 1
                 last = left[id(slot.plan)] == 0
                 if schedule is not None:
+                    usage = result.usage
                     schedule.append(Scheduled(slot.plan.lab.name, slot.plan.options.device, slot.job.label,
                                               slot.job.gpu_alone, submitted - t0, result.started - t0,
-                                              result.ended - t0))
+                                              result.ended - t0, usage.entered - t0 if usage else None,
+                                              usage.cpu if usage else None))
             if last:
                 finish(slot.plan)
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ctxlab.claim import judge
 from ctxlab.harness.gpu_lock import GPU, SLOTS
-from ctxlab.harness.isolate import IsolatedFailure, run_isolated
+from ctxlab.harness.isolate import ChildUsage, IsolatedFailure, run_isolated
 from ctxlab.lab import Isolation, Lab, LabOptions, Scenario
 from ctxlab.record import SILENT_WRONG, LabResult, Observation
 
@@ -58,6 +58,7 @@ class JobResult:
     queued: float  # perf_counter seconds
     started: float  # after the GPU lock and a slot were held
     ended: float
+    usage: ChildUsage | None = None  # None when the child died before it answered
 
     @property
     def seconds(self) -> float:
@@ -118,13 +119,14 @@ def execute(lab: str, job: Job, options: LabOptions, say: Progress,
     timeout = min(sc.timeout, options.scenario_timeout) if options.scenario_timeout else sc.timeout
     env = {**sc.env, **({"CTXLAB_TRACE": "1"} if options.trace else {})}
     queued = time.perf_counter()
+    usage: list[ChildUsage] = []
     with GPU.hold(job.gpu_alone), SLOTS:
         started = time.perf_counter()
         try:
             out: dict | IsolatedFailure = run_isolated(
                 sc.target, *sc.args, timeout=timeout, env=env,
                 on_progress=on_progress if sc.reports_progress else None,
-                fresh=sc.isolation is Isolation.FRESH, **sc.kwargs)
+                fresh=sc.isolation is Isolation.FRESH, on_usage=usage.append, **sc.kwargs)
         except IsolatedFailure as failure:
             out = failure
         ended = time.perf_counter()
@@ -132,7 +134,7 @@ def execute(lab: str, job: Job, options: LabOptions, say: Progress,
         say(f"{lab}: {job.label} {out.kind}: {out.message}")
     else:
         say(f"{lab}: {job.label} done in {ended - started:.2f} s")
-    return JobResult(out, queued, started, ended)
+    return JobResult(out, queued, started, ended, usage[0] if usage else None)
 
 
 def assemble(planned: LabPlan, environment: dict, results: list[JobResult]) -> LabResult:

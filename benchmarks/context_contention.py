@@ -1,0 +1,124 @@
+"""What N processes starting CUDA at once cost each other: the bound on ``ctxlab check``'s parallelism.
+
+    python benchmarks/context_contention.py [--processes 1,2,4,8,16] [--rounds R] [--json FILE]
+
+``ctxlab check`` runs every scenario in a child process of its own, and each child
+initialises CUDA and makes at least one context. For each N, N forkserver
+children (cuda.bindings imported, CUDA not yet initialised: the same start as a
+check child) wait at a barrier, then each times cuInit, cuDevicePrimaryCtxRetain
+(which creates the primary context), a 1 MiB cuMemAlloc in it, cuCtxCreate plus
+cuCtxDestroy of a second context, and the release. Printed per N: the median
+and the slowest child's time for each step, and the batch's wall time. If the
+driver serialises context creation across processes, the batch's wall time
+grows with N like N times one child's: that is the floor of a check that
+starts that many children. Without a GPU: one line, exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import statistics
+import sys
+import time
+
+STEPS = ("cuInit", "primary retain", "cuMemAlloc 1 MiB", "cuCtxCreate+Destroy", "primary release")
+
+
+def child(barrier, answers, device: int) -> None:
+    """One child's timings, seconds per step from the moment the barrier opened, sent on ``answers``."""
+    from ctxlab.cuda import driver as drv
+    from ctxlab.cuda.environment import init_driver
+
+    barrier.wait()
+    times, t = {}, time.perf_counter()
+    opened = t
+
+    def step(name: str) -> None:
+        nonlocal t
+        now = time.perf_counter()
+        times[name], t = now - t, now
+
+    init_driver()
+    step("cuInit")
+    primary = drv.primary_retain(device)
+    step("primary retain")
+    drv.set_current(primary)
+    drv.mem_alloc(1 << 20)
+    step("cuMemAlloc 1 MiB")
+    drv.destroy_context(drv.create_context(device))
+    step("cuCtxCreate+Destroy")
+    drv.set_current(0)
+    drv.primary_release(device)
+    step("primary release")
+    answers.put({"steps": times, "total": time.perf_counter() - opened})
+
+
+def batch(n: int, device: int) -> dict:
+    """N children at once; their step timings and the batch's wall time (barrier to the last child's end)."""
+    mp = multiprocessing.get_context("forkserver")
+    mp.set_forkserver_preload(["cuda.bindings.driver", "ctxlab.cuda.driver"])
+    barrier, answers = mp.Barrier(n + 1), mp.Queue()
+    children = [mp.Process(target=child, args=(barrier, answers, device)) for _ in range(n)]
+    for c in children:
+        c.start()
+    barrier.wait(timeout=300)
+    t = time.perf_counter()
+    results = [answers.get(timeout=300) for _ in children]
+    wall = time.perf_counter() - t
+    for c in children:
+        c.join(30)
+    return {"processes": n, "wall": wall,
+            "median": {s: statistics.median(r["steps"][s] for r in results) for s in STEPS},
+            "slowest": {s: max(r["steps"][s] for r in results) for s in STEPS},
+            "child_total_median": statistics.median(r["total"] for r in results)}
+
+
+def counts(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give counts such as 1,2,4") from None
+    if not values or any(not 1 <= v <= 64 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: each count must be between 1 and 64")
+    return values
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--processes", type=counts, default=[1, 2, 4, 8, 16], help="batch sizes, e.g. 1,2,4,8,16")
+    parser.add_argument("--rounds", type=int, default=3, help="batches per size; the median batch is kept (1-20)")
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--json", help="also write the figures here")
+    args = parser.parse_args()
+    if not 1 <= args.rounds <= 20:
+        parser.error("--rounds must be between 1 and 20")
+    from ctxlab.cuda.environment import NoGpu, capture, device_count
+
+    try:
+        if device_count() <= args.device:
+            raise NoGpu(f"no GPU {args.device} on this machine")
+    except NoGpu as exc:
+        print(f"context_contention: {exc}", file=sys.stderr)
+        return 2
+    rows = []
+    for n in args.processes:
+        batches = sorted((batch(n, args.device) for _ in range(args.rounds)), key=lambda b: b["wall"])
+        row = batches[len(batches) // 2]
+        rows.append(row)
+        steps = "  ".join(f"{s} {row['median'][s] * 1e3:.0f}/{row['slowest'][s] * 1e3:.0f}" for s in STEPS)
+        print(f"{n:3d} processes: batch {row['wall']:.3f} s ({row['wall'] / n * 1e3:.0f} ms per process); "
+              f"median/slowest ms: {steps}", flush=True)
+    report = {"environment": capture(args.device), "rounds": args.rounds, "batches": rows,
+              "note": "seconds; median batch of --rounds; each child: cuInit, primary retain, 1 MiB cuMemAlloc, "
+                      "cuCtxCreate+cuCtxDestroy, primary release, started together at a barrier"}
+    if args.json:
+        from ctxlab.output import write_outputs
+
+        write_outputs([(args.json, json.dumps(report, indent=1) + "\n")])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
