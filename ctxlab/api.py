@@ -57,7 +57,7 @@ def check(names: Sequence[str] | None = None, devices: Sequence[int] = (0,), *, 
           schedule: list | None = None) -> list[LabResult]:
     """Every lab (or ``names``) on every GPU in ``devices``, isolated: one LabResult per lab and GPU.
 
-    All their scenarios share one pool of ``jobs`` child processes (default: the cores), ordered by a
+    All their scenarios share one pool of ``jobs`` child processes (default: the cores, at most 8), ordered by a
     ``baseline`` run's timings when given; ``schedule`` receives when each ran. A lab whose own code
     breaks becomes a result holding that error; the others go on.
     """

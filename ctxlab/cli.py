@@ -635,7 +635,8 @@ def parse_devices(text: str) -> list[int]:
 @click.option("--timeout", type=FiniteFloat(1, 3600), default=300.0, show_default=True,
               help="Seconds a lab's scenario may run before it is killed and reported as that lab's error.")
 @click.option("--jobs", type=click.IntRange(1, 256), default=None,
-              help="Child processes at once, over every lab's scenarios (default: the CPU cores); scenarios "
+              help="Child processes at once, over every lab's scenarios (default: the CPU cores, at most 8: "
+                   "the driver makes contexts one process at a time); scenarios "
                    "that need the GPU alone still run one at a time.")
 @repeats_option
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,

@@ -60,7 +60,7 @@ def run_check(names: list[str] | None, devices: list[int], timeout: float | None
     """Every lab in ``names`` (default: all) on every GPU in ``devices``, in that order.
 
     Every scenario of every lab runs in one pool of ``jobs`` child processes at a time (default: the
-    cores); a ``baseline`` run's timings order them longest first. A lab whose own code breaks becomes a
+    cores, at most 8); a ``baseline`` run's timings order them longest first. A lab whose own code breaks becomes a
     result holding that error. ``schedule`` receives when each job ran (``check --profile``).
     """
     registry = registry or LABS

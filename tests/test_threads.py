@@ -138,3 +138,26 @@ def test_exclusive_holders_run_alone_and_shared_ones_together():
     assert ["x"] in log  # the exclusive holder ran alone
     assert all("x" not in seen or seen == ["x"] for seen in log)
     assert max(len(seen) for seen in log) > 1  # shared holders overlapped
+
+
+@pytest.mark.parametrize("threads", [1, 2, 5])
+def test_prewake_keeps_the_order_of_the_steps_and_runs_each_once(threads):
+    names = [f"t{i}" for i in range(threads)]
+    seen = []
+
+    def act(baton):
+        seen.append(threading.current_thread().name)
+        return baton + 1
+
+    steps = relay_steps(names, 40, "step", act)
+    assert Choreography(names, prewake=True).run(steps, 0) == len(steps)
+    assert seen == [s.thread for s in steps]
+
+
+def test_prewake_still_reports_the_step_that_failed():
+    def boom(_):
+        raise ValueError("no")
+
+    steps = [Step("a", "fine", lambda b: b), Step("b", "boom", boom), Step("a", "never", lambda b: b)]
+    with pytest.raises(StepFailed, match="thread b, step 'boom'"):
+        Choreography(["a", "b"], prewake=True).run(steps)

@@ -61,3 +61,14 @@ GPU = SharedExclusiveLock()
 
 # Child processes running at once, over every lab: more than the cores only makes each slower.
 SLOTS = threading.BoundedSemaphore(max(1, os.cpu_count() or 1))
+
+# The driver creates and destroys contexts one process at a time (benchmarks/context_contention.py: on an
+# H200, N processes making their first contexts together take N times as long as one). Past a few children
+# at once they only wait, and burn CPU waiting: ctxlab check with 16 children took 28.1 s and 105 s of
+# children's CPU, with 8 children 23.4 s and 55 s (labs/results/check-profile-wave1-jobs*.txt).
+MOST_CHILDREN_BY_DEFAULT = 8
+
+
+def default_children() -> int:
+    """How many child processes run at once when ``--jobs`` is not given: the cores, at most 8."""
+    return max(1, min(os.cpu_count() or 1, MOST_CHILDREN_BY_DEFAULT))

@@ -1,6 +1,7 @@
 """Every lab's child processes in one pool: what ``ctxlab check`` runs.
 
-All jobs of all planned labs share one pool sized to the machine's cores. The
+All jobs of all planned labs share one pool: the cores, at most 8 by default
+(the driver makes contexts one process at a time: see ``gpu_lock``). The
 jobs that need the GPU alone go first, back to back (each holds the GPU
 exclusively, so they are a serial chain whatever the order: started first, they
 never wait for shared jobs to drain); then the others, longest first when their
@@ -12,12 +13,12 @@ started and ended) is what ``check --profile`` prints.
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from ctxlab.harness.gpu_lock import default_children
 from ctxlab.harness.runner import Job, JobResult, LabPlan, assemble, environment_of, execute
 from ctxlab.record import LabResult
 
@@ -83,7 +84,7 @@ def run_plans(plans: list[LabPlan], width: int | None = None, durations: dict[tu
     """
     t0 = time.perf_counter()
     devices = sorted({p.options.device for p in plans})
-    width = max(1, width or os.cpu_count() or 1)
+    width = max(1, width or default_children())
     results: dict[int, list[JobResult | None]] = {id(p): [None] * len(p.jobs) for p in plans}
     left = {id(p): len(p.jobs) for p in plans}
     done: dict[int, LabResult] = {}

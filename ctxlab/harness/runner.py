@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ctxlab.claim import judge
-from ctxlab.harness.gpu_lock import GPU, SLOTS
+from ctxlab.harness.gpu_lock import GPU, SLOTS, default_children
 from ctxlab.harness.isolate import ChildUsage, IsolatedFailure, run_isolated
 from ctxlab.lab import Isolation, Lab, LabOptions, Scenario
 from ctxlab.record import SILENT_WRONG, LabResult, Observation
@@ -106,7 +105,7 @@ def run_lab(lab: Lab, options: LabOptions, progress: Progress | None = None,
     say = progress or (lambda message: None)
     planned = plan(lab, options)
     environment = environment_of(options.device)
-    width = max(1, min(options.jobs or os.cpu_count() or 1, len(planned.jobs) or 1))
+    width = max(1, min(options.jobs or default_children(), len(planned.jobs) or 1))
     with ThreadPoolExecutor(max_workers=width) as pool:
         results = list(pool.map(lambda job: execute(lab.name, job, options, say, on_progress), planned.jobs))
     return assemble(planned, environment, results)

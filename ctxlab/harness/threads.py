@@ -7,6 +7,11 @@ and hands its result (the baton: a context handle, a token, anything) straight
 to the thread of step k+1 through that thread's queue. No sleeps: the order is
 the list's. A step that raises stops the run with ``StepFailed``; a step that
 never finishes stops it with ``HandoffTimeout`` naming the thread and step.
+
+With ``prewake``, a thread about to run a step first nudges the thread of the
+next step: that thread wakes (from a sleep that may have put its core in a deep
+idle state: tens of microseconds) while this step runs, and waits again, briefly,
+for its baton. The nudge carries no step: the order is still the list's.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _STOP = object()
+_NUDGE = object()  # wake up, do nothing: the baton comes next
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,8 @@ class StepFailed(RuntimeError):
 class Choreography:
     """Named host threads taking steps in a fixed order, handing a baton from one to the next."""
     def __init__(self, threads: Sequence[str], timeout: float = 30.0,
-                 progress: Callable[[int, int], None] | None = None, progress_every: int = 256):
+                 progress: Callable[[int, int], None] | None = None, progress_every: int = 256,
+                 prewake: bool = False):
         if not threads:
             raise ValueError("a choreography needs at least one thread")
         if len(set(threads)) != len(threads):
@@ -64,6 +71,7 @@ class Choreography:
         self.timeout = timeout
         self.progress = progress
         self.progress_every = max(1, progress_every)
+        self.prewake = prewake
 
     def run(self, steps: Sequence[Step], baton: Any = None) -> Any:
         """Run every step in order on its thread; return the last step's baton."""
@@ -76,6 +84,9 @@ class Choreography:
         inboxes: dict[str, queue.SimpleQueue] = {name: queue.SimpleQueue() for name in self.names}
         done: queue.SimpleQueue = queue.SimpleQueue()
         completed = [0]  # written by workers only: one step runs at a time
+        # With prewake: whom to nudge before each step (the next step's thread, when it is another thread).
+        nudge = [inboxes[steps[i + 1].thread] if self.prewake and i + 1 < len(steps)
+                 and steps[i + 1].thread != steps[i].thread else None for i in range(len(steps))]
 
         def worker(name: str) -> None:
             inbox = inboxes[name]
@@ -83,8 +94,12 @@ class Choreography:
                 message = inbox.get()
                 if message is _STOP:
                     return
+                if message is _NUDGE:
+                    continue
                 index, value = message
                 step = steps[index]
+                if nudge[index] is not None:
+                    nudge[index].put(_NUDGE)
                 try:
                     value = step.action(value)
                 except BaseException as exc:  # handed to the caller, who decides

@@ -516,8 +516,12 @@ class Relay:
         return steps + [Step(self.names[-1], "finish", self.finish)]
 
 
-def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, bare: bool = True) -> dict:
-    """The relay, in a child process: every handoff verified; then bare handoffs for the rate."""
+def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, bare: bool = True,
+            prewake: bool = True) -> dict:
+    """The relay, in a child process: every handoff verified; then bare handoffs for the rate.
+
+    ``prewake``: each thread nudges the next one as its handoff begins (see Choreography), so the next
+    thread's wake-up overlaps this handoff's work."""
     from ctxlab.cuda import driver as drv
     from ctxlab.harness.isolate import report_progress
     from ctxlab.harness.threads import Choreography, relay_steps
@@ -533,7 +537,8 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
     relay = Relay(device, kind, threads, rounds, green)
     steps = relay.steps()
     total = len(steps) - 2
-    choreo = Choreography(relay.names, timeout=timeout, progress=report_progress, progress_every=max(64, total // 50))
+    choreo = Choreography(relay.names, timeout=timeout, progress=report_progress, progress_every=max(64, total // 50),
+                          prewake=prewake)
     ctx = choreo.run(steps)
     relay.rec.add("summary", "handoffs verified",
                   {"verified": relay.verified, "handoffs": total, "mismatches": relay.mismatches,
@@ -547,7 +552,7 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
 
         bare_steps = relay_steps(relay.names, rounds, "bare handoff", bare_step)
         t0 = time.perf_counter()
-        Choreography(relay.names, timeout=timeout).run(bare_steps, ctx)
+        Choreography(relay.names, timeout=timeout, prewake=prewake).run(bare_steps, ctx)
         metrics[f"{kind}: bare handoffs/s"] = len(bare_steps) / (time.perf_counter() - t0)
     return scenario_output(relay.rec, metrics)
 
