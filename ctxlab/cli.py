@@ -1,5 +1,5 @@
 """The ctxlab command line: one command per lab (migrate, refcount, lifecycle,
-modules), trace, audit, check for CI, and doctor, show and report merge.
+modules, interop, peer), trace, audit, check for CI, and doctor, show and report merge.
 
 Exit status: 0 when no documented claim fails, 1 when one does (or a scenario
 crashed), 2 for a usage or environment problem (no GPU, bad device, bad file),
@@ -438,6 +438,21 @@ def interop(fmt, output, **common):
     multiprocessing start method (repeated). A missing library is skipped.
     """
     run_lab("interop", fmt, output, **common)
+
+
+@cli.command()
+@lab_options
+@domain_errors
+def peer(fmt, output, **common):
+    """Show whether peer access between two GPUs belongs to a context and follows it to another thread.
+
+    Runs on --device and the next GPU. A context enables access toward a
+    context on the other GPU (twice), moves to another thread, and there copies
+    and reads the other GPU's memory; kernels of contexts without access
+    (repeated), a primary context reset of either GPU, and each thread's
+    current device. Needs 2 GPUs: on one, every claim is skipped with why.
+    """
+    run_lab("peer", fmt, output, **common)
 
 
 @cli.command()

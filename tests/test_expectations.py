@@ -22,3 +22,9 @@ def test_predicted_verdicts_name_claims_of_the_catalogue():
     table = expectations()
     predicted = table.get("predicted", {}).get("claims", [])
     assert set(predicted) <= set(table["verdicts"])
+
+
+def test_claims_that_need_two_gpus_are_claims_of_the_catalogue():
+    table = expectations()
+    assert set(table["needs_two_gpus"]["claims"]) <= set(table["verdicts"])
+    assert {c.id for c in ctxlab.api.claims(["peer"])} == set(table["needs_two_gpus"]["claims"])

@@ -12,6 +12,7 @@ LABS = {
     "lifecycle": "ctxlab.labs.lifecycle",
     "modules": "ctxlab.labs.modules",
     "interop": "ctxlab.labs.interop",
+    "peer": "ctxlab.labs.peer",
 }
 
 

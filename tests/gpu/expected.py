@@ -31,13 +31,23 @@ def differs(run) -> str | None:
     return None
 
 
-def expected_for(run, traced: bool = False) -> dict[str, str]:
+def visible_gpus() -> int:
+    """How many GPUs this machine's driver shows (the GPU tests run where their runs ran)."""
+    from ctxlab.cuda.environment import device_count
+
+    return device_count()
+
+
+def expected_for(run, traced: bool = False, gpus: int | None = None) -> dict[str, str]:
     """The verdict expected for each claim of ``run``: a claim none of whose scenarios the run selected (migrate's
-    green claims under the default ``--context both``) is ``skipped``, whatever it gets when it runs."""
+    green claims under the default ``--context both``) is ``skipped``, whatever it gets when it runs; so is a
+    claim that needs two GPUs where ``gpus`` (default: this machine's) is fewer."""
     import ctxlab
 
     table = expectations()
     expected = {**table["verdicts"], **(table["traced"] if traced else {})}
+    if (gpus if gpus is not None else visible_gpus()) < 2:
+        expected.update(dict.fromkeys(table.get("needs_two_gpus", {}).get("claims", ()), "skipped"))
     ran = set(run.timings)
     for claim in ctxlab.claims():
         if claim.id in expected and ran and not set(claim.scenarios) & ran:
@@ -45,13 +55,14 @@ def expected_for(run, traced: bool = False) -> dict[str, str]:
     return expected
 
 
-def assert_expected(run, traced: bool = False) -> None:
-    """Every claim of ``run`` has the verdict expected for it on this GPU; no scenario broke."""
+def assert_expected(run, traced: bool = False, gpus: int | None = None) -> None:
+    """Every claim of ``run`` has the verdict expected for it on this GPU (``gpus`` visible: default this
+    machine's); no scenario broke."""
     assert run.errors == (), run.errors
     why = differs(run)
     if why:
         pytest.skip(why)
-    expected = expected_for(run, traced)
+    expected = expected_for(run, traced, gpus)
     predicted = set(expectations().get("predicted", {}).get("claims", ()))
     got = {c.id: c.verdict for c in run.claims}
     wrong = {cid: f"{got[cid]} (expected {expected.get(cid)}{', a prediction' if cid in predicted else ''}): "
