@@ -20,12 +20,11 @@ from tests.claim_cases.lifecycle import CASES as LIFECYCLE
 from tests.claim_cases.migrate import CASES as MIGRATE
 from tests.claim_cases.modules import CASES as MODULES
 from tests.claim_cases.peer import CASES as PEER
-from tests.claim_cases.peer_fixtures import PEER as PEER_OBSERVATIONS
 from tests.claim_cases.refcount import CASES as REFCOUNT
 from tests.conftest import RESULTS
 
 CASES: dict[str, Case] = {**MIGRATE, **REFCOUNT, **LIFECYCLE, **MODULES, **INTEROP, **PEER}
-UNRECORDED = {"peer": PEER_OBSERVATIONS}  # labs no GPU run has recorded yet: their synthetic observations only
+UNRECORDED: dict[str, list[Observation]] = {}  # labs no GPU run has recorded yet: their synthetic observations
 GREEN_SCENARIOS = {o.scenario for found in SYNTHETIC.values() for o in found}
 CLAIMS = ctxlab.claims()
 JUDGED = [c for c in CLAIMS if c.kind != "observation"]

@@ -70,6 +70,8 @@ OTHER_KINDS = {
         lambda d: str(d.get("schema", "")).startswith("ctxlab-audit/") and {"findings", "rules"} <= d.keys(),
     "claim catalogue (ctxlab claims --format json)":
         lambda d: set(d) == {"claims"} and all({"id", "kind", "scenarios"} <= c.keys() for c in d["claims"]),
+    "benchmark figures: processes starting CUDA at once (benchmarks/context_contention.py)":
+        lambda d: {"environment", "rounds", "batches"} <= d.keys(),
     "timings of ctxlab check (wall seconds, per lab)":
         lambda d: {"wall_seconds", "labs"} <= d.keys() and "schema" not in d,
 }

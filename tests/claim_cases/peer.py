@@ -1,28 +1,27 @@
-"""Cases for the peer lab's claims (see tests/claim_cases/__init__.py): synthetic observations until a two-GPU
-run is recorded (tests/claim_cases/peer_fixtures.py)."""
+"""Cases for the peer lab's claims (see tests/claim_cases/__init__.py), starting from the run recorded on two
+H200s (labs/results/peer.json)."""
 
 from tests.claim_cases import Case, edit
-from tests.claim_cases.peer_fixtures import PEER
 
 SILENT = "silent-wrong-result (got -1, expected 15260499509249)"
 
 CASES: dict[str, Case] = {
-    "peer.enable-once": Case(PEER, breaks=[
+    "peer.enable-once": Case("peer.json", breaks=[
         edit("peer enabled", "peer-handoff-created", first="CUDA_ERROR_PEER_ACCESS_UNSUPPORTED"),
         edit("peer enabled", "peer-handoff-primary", second="CUDA_SUCCESS"),
     ]),
-    "peer.access-follows-context": Case(PEER, breaks=[
+    "peer.access-follows-context": Case("peer.json", breaks=[
         edit("peer after handoff", "peer-handoff-created", kernel="CUDA_ERROR_ILLEGAL_ADDRESS"),
         edit("peer after handoff", "peer-handoff-primary", kernel=SILENT),
         edit("peer after handoff", "peer-handoff-created", enable_again="CUDA_SUCCESS"),
         edit("peer after handoff", "peer-handoff-primary", current_is_a=False),
         edit("peer after handoff", "peer-handoff-created", enabled_on="T2"),
     ]),
-    "peer.copies-between-contexts": Case(PEER, breaks=[
+    "peer.copies-between-contexts": Case("peer.json", breaks=[
         edit("peer after handoff", "peer-handoff-created", memcpy_peer="CUDA_ERROR_INVALID_VALUE"),
         edit("peer after handoff", "peer-handoff-primary", dtod=SILENT),
     ]),
-    "peer.set-device-per-thread": Case(PEER, breaks=[
+    "peer.set-device-per-thread": Case("peer.json", breaks=[
         edit("thread devices", "thread-devices", b_start=1),  # A's cudaSetDevice reached B
         edit("thread devices", "thread-devices", b_end=1),
         edit("thread devices", "thread-devices", a_end=0),  # B's call moved A back
