@@ -42,9 +42,9 @@ def measure(launches: int, repeats: int, calls: str, audit: bool = False) -> dic
 
     options: dict = {}
     if audit:
-        from ctxlab.audit.rules import AUDIT_CALLBACKS
+        from ctxlab.audit.hooks import AuditHooks, tracer_options
 
-        options = {"stacks": True, "extra_callbacks": AUDIT_CALLBACKS}
+        options = tracer_options(AuditHooks())  # as ctxlab audit traces: its launch and allocation hooks too
 
     require_device(0)
     require_cupti()
