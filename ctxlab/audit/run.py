@@ -117,6 +117,13 @@ def audit_program(code: str | None = None, module: str | None = None, argv: list
         except OSError:
             pass
     findings = judge(tracer.events, forks=forks, exceptions=exceptions)
-    stats = {**stats, "forks": len(forks), "uncaught_exceptions": len(exceptions), **hooks.summary()}
+    # the launches CUPTI recorded, against the launch hook's callbacks (stats): more callbacks than driver
+    # records means the runtime's launches reach cuLaunchKernel beneath them, where the hook reads them
+    launches = {"driver": 0, "runtime": 0}
+    for e in tracer.events:
+        if e["domain"] in launches and e["name"].startswith(("cuLaunch", "cudaLaunch")) and "from" not in e:
+            launches[e["domain"]] += 1
+    stats = {**stats, "forks": len(forks), "uncaught_exceptions": len(exceptions), **hooks.summary(),
+             "launch_records": launches}
     return AuditResult(program=program, exit_status=status, findings=findings, stats=stats, forks=forks,
                        exceptions=exceptions)

@@ -22,7 +22,7 @@ from _cuda import create_context, device  # noqa: E402
 
 def main() -> int:
     cupy.cuda.runtime.setDevice(0)
-    a = cupy.arange(4096, dtype=cupy.float32)  # memory of the primary context (CuPy's pool)
+    a = cupy.arange(4096, dtype=cupy.float32)  # ALLOCATED: memory of the primary context (CuPy's pool)
     cupy.cuda.runtime.deviceSynchronize()
     create_context(device(0))  # a second context, current on this thread now
     b = a * 2.5  # HAZARD: a new kernel, loaded and launched in the second context, reads the primary's memory
