@@ -198,3 +198,16 @@ def test_audit_overhead_is_measured(tmp_path):
     print(whole.stdout)
     doc = json.load(open(os.path.join(out, "audit_overhead.json")))
     assert all("ratio" in entry for entry in doc["programs"]), doc["programs"]
+
+
+def test_the_guard_on_numba_cudas_own_driver_tests(tmp_path):
+    """scripts/guard-numba.sh: numba-cuda's cudadrv tests under --ctxlab-guard; the tests' own failures are
+    results (kept in the JUnit XML and the summary), not this test's failure."""
+    needs("numba_cuda")
+    out = out_dir(tmp_path)
+    done = subprocess.run(["bash", os.path.join(ROOT, "scripts", "guard-numba.sh"), out], capture_output=True,
+                          text=True, env=ENV, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cases = list(ET.parse(os.path.join(out, "guard-numba.junit.xml")).getroot().iter("testcase"))
+    assert len(cases) > 20, done.stdout
+    print(open(os.path.join(out, "guard-numba-summary.txt")).read())
