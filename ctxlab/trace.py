@@ -327,6 +327,8 @@ class Tracer:
             if self._hooks:
                 hooked = self._hooks.get((domain, int(cbid)))
                 if hooked is not None:
+                    if isinstance(data, int):
+                        data = self._cupti.CallbackData.from_ptr(data)
                     hooked[0](self, data)
                     if not hooked[1]:
                         return

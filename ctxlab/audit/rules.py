@@ -316,6 +316,8 @@ def green_context_on_two_threads(s: Stream) -> list[Hit]:
     from ctxlab.audit.guard import primary_handles
 
     greens = {e["context"]: e for e in s.observed if e.get("name") == GREEN_CONTEXT and e.get("context")}
+    if not greens:
+        return []
     for handle in primary_handles(s.events) & set(greens):
         greens.pop(handle)  # a green context whose handle is the primary context's cannot be told apart
     if not greens:
