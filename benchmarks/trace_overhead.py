@@ -6,7 +6,7 @@ Rounds alternate untraced and traced so drift (clocks, other work) hits both. Th
 traced time is the program's own loop while the tracer records; collecting the
 records afterwards (the flush at the end, turning records into events) is
 reported on its own line, per launch, because a program pays it once, at the end.
-With ``--audit`` the tracer runs as ``ctxlab audit`` runs it (user stacks in its callbacks, the
+With ``--audit`` the tracer runs as ``ctxlab audit`` runs it (user stacks in its callbacks, its hooks, the
 audit's extra callbacks) and the rules' judging is counted in the collecting time.
 Without a GPU or CUPTI: one line, exit status 2.
 """
