@@ -6,7 +6,7 @@ Rounds alternate untraced and traced so drift (clocks, other work) hits both. Th
 traced time is the program's own loop while the tracer records; collecting the
 records afterwards (the flush at the end, turning records into events) is
 reported on its own line, per launch, because a program pays it once, at the end.
-With ``--audit`` the tracer runs as ``ctxlab audit`` runs it (user stacks in its callbacks, the
+With ``--audit`` the tracer runs as ``ctxlab audit`` runs it (user stacks in its callbacks, its hooks, the
 audit's extra callbacks) and the rules' judging is counted in the collecting time.
 Without a GPU or CUPTI: one line, exit status 2.
 """
@@ -42,9 +42,9 @@ def measure(launches: int, repeats: int, calls: str, audit: bool = False) -> dic
 
     options: dict = {}
     if audit:
-        from ctxlab.audit.rules import AUDIT_CALLBACKS
+        from ctxlab.audit.hooks import AuditHooks, tracer_options
 
-        options = {"stacks": True, "extra_callbacks": AUDIT_CALLBACKS}
+        options = tracer_options(AuditHooks())  # as ctxlab audit traces: its launch and allocation hooks too
 
     require_device(0)
     require_cupti()

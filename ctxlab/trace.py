@@ -27,7 +27,7 @@ import itertools
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from ctxlab.stacks import user_stack
 
@@ -48,6 +48,7 @@ RESOURCE_EVENTS = ("CU_INIT_FINISHED", "CONTEXT_CREATED", "CONTEXT_DESTROY_START
                    "STREAM_DESTROY_STARTING", "MODULE_LOADED", "MODULE_UNLOAD_STARTING")
 
 CALL_SELECTIONS = ("context", "all")
+CALL_DOMAINS = ("driver", "runtime")  # events of other domains (resource, audit) are not calls
 BUFFER_BYTES = 32 << 20  # one buffer holds ~800k API records: a flush, not a full buffer, ends most runs
 
 _VERSION_SUFFIX = re.compile(r"_v\d{4,}$")
@@ -156,7 +157,8 @@ class Tracer:
     """
 
     def __init__(self, domains: Iterable[str] = ("driver", "runtime", "resource"), calls: str = "context",
-                 unrecorded: Iterable[str] = (), stacks: bool = False, extra_callbacks: Iterable[str] = ()):
+                 unrecorded: Iterable[str] = (), stacks: bool = False, extra_callbacks: Iterable[str] = (),
+                 hooks: Mapping[str, Callable] | None = None):
         if calls not in CALL_SELECTIONS:
             raise ValueError(f"calls must be one of {CALL_SELECTIONS}, not {calls!r}")
         self.domains = tuple(domains)
@@ -168,6 +170,11 @@ class Tracer:
         # more functions (driver: cupti's callback id names, e.g. cuMemAlloc_v2; runtime: the API name,
         # e.g. cudaDeviceReset) that get a callback besides the selection: rarely called ones only
         self.extra_callbacks = tuple(extra_callbacks)
+        # driver functions (cupti's callback id names) whose callbacks, at both sites, also call
+        # ``hook(tracer, callback_data)`` first: code that reads a call's parameters (the audit's). A function
+        # enabled only for its hook is not recorded by the callback (its activity record still is).
+        self.hooks = dict(hooks or {})
+        self._hooks: dict[tuple[int, int], tuple[Callable, bool]] = {}
         self.cuda_initialised = False  # CU_INIT_FINISHED seen (read by the audit's fork hook)
         self.events: list[dict] = []  # everything recorded, in order (kept unless drained)
         self.stats = {"records": 0, "callbacks": 0, "flushes": 0}
@@ -223,7 +230,12 @@ class Tracer:
         if "driver" in self.domains:
             names = set(callback_names(self.calls))
             names |= {m.name for m in cupti.driver_api_trace_cbid if m.name in extra}
-            for name in sorted(names):
+            known = cupti.driver_api_trace_cbid.__members__
+            for name, hook in self.hooks.items():
+                if name in known:  # a function this CUPTI does not know has no callback to hook
+                    cbid = cupti.driver_api_trace_cbid[name]
+                    self._hooks[(int(cupti.CallbackDomain.DRIVER_API), int(cbid))] = (hook, name in names)
+            for name in sorted(names | {n for n in self.hooks if n in known}):
                 cupti.enable_callback(1, self._subscriber, cupti.CallbackDomain.DRIVER_API,
                                       cupti.driver_api_trace_cbid[name])
         if "runtime" in self.domains:
@@ -299,9 +311,27 @@ class Tracer:
             self._rows.extend(rows)
             self.stats["records"] += len(rows)
 
+    def timestamp(self) -> int:
+        """CUPTI's clock (ns), the one every event's start and end are on."""
+        return int(self._cupti.get_timestamp())
+
+    def note(self, event: dict) -> None:
+        """Add an event a hook made (domain ``audit``: not a call); it is ordered with the rest and named
+        by thread like a resource event."""
+        with self._lock:
+            self._resources.append(event)
+
     def _callback(self, userdata, domain, cbid, data) -> None:
         try:
             domain = int(domain)
+            if self._hooks:
+                hooked = self._hooks.get((domain, int(cbid)))
+                if hooked is not None:
+                    if isinstance(data, int):
+                        data = self._cupti.CallbackData.from_ptr(data)
+                    hooked[0](self, data)
+                    if not hooked[1]:
+                        return
             kind = self._domain_names.get(domain)
             if kind is None:  # a domain never subscribed: nothing to record
                 return
@@ -433,7 +463,7 @@ class Tracer:
         # the context each call had current when it returned: from the last call on its thread that
         # a callback saw; calls made before any such call see the thread's state as unknown (none)
         for e in sorted(events, key=lambda e: (e.get("end", e["start"]), e["start"])):
-            if e["domain"] == "resource":
+            if e["domain"] not in CALL_DOMAINS:
                 continue
             if "context" in e:
                 self._current[e["tid"]] = (e["context"], e["context_uid"])
@@ -629,7 +659,7 @@ def current_spans(events: list[dict]) -> list[dict]:
     spans: list[dict] = []
     open_: dict[str, dict] = {}
     last = 0
-    for e in sorted((e for e in events if _is_span(e) and e["domain"] != "resource"),
+    for e in sorted((e for e in events if _is_span(e) and e["domain"] in CALL_DOMAINS),
                     key=lambda e: (e.get("end", e["start"]), e["start"])):
         thread, end = e.get("thread", "?"), e.get("end", e["start"])
         last = max(last, end)

@@ -90,7 +90,7 @@ def trace_program(code, module, argv, calls_mode: str = "context", on_exception=
     t3 = time.perf_counter()
     stats = {**tracer.stats, "program_seconds": round(t2 - t1, 6), "start_seconds": round(t1 - t0, 6),
              "finish_seconds": round(t3 - t2, 6),
-             "api_calls": sum(e["domain"] != "resource" for e in tracer.events),
+             "api_calls": sum(e["domain"] in ("driver", "runtime") for e in tracer.events),
              "resource_events": sum(e["domain"] == "resource" for e in tracer.events)}
     return status, tracer, stats
 

@@ -54,6 +54,16 @@ class Events:
         self.events.append(event)
         return event
 
+    def observed(self, name: str, start: int, tid: int = MAIN, context: int = 0, line: int | None = None,
+                 **extra) -> dict:
+        """What one of the audit's hooks noted inside a call (domain audit, as ctxlab.audit.hooks writes it)."""
+        event = {"domain": "audit", "name": name, "context": context, "tid": tid, "start": start,
+                 "seq": next(self._seq), "thread": NAMES.get(tid, f"thread {tid}"), **extra}
+        if line is not None:
+            event["stack"] = stack(line)
+        self.events.append(event)
+        return event
+
     def primary_runtime(self, start: int = 10, tid: int = MAIN, line: int = 5) -> None:
         """cudaSetDevice creating and binding the primary context (as first_context.trace.json shows)."""
         self.runtime("cudaSetDevice", start, end=start + 50, tid=tid, context=PRIMARY)

@@ -25,11 +25,13 @@ def test_rules_are_declared_with_a_claim_the_labs_judge():
     ids = {entry["id"] for entry in catalogue(ctxlab.api.claims(None))}
     assert [r.id for r in RULES] == ["no-context", "destroyed-while-current", "primary-released-under-runtime",
                                       "reset-with-live-allocations", "cross-context-handle", "fork-after-init",
-                                      "several-runtime-copies"]
+                                      "several-runtime-copies", "pointer-from-another-context",
+                                      "green-context-on-two-threads"]
     for rule in RULES:
         assert rule.claim in ids, rule.id
         assert rule.severity in ("error", "warning", "info") and rule.explanation and rule.cannot_see
     assert next(r for r in RULES if r.id == "several-runtime-copies").severity == "info"
+    assert next(r for r in RULES if r.id == "pointer-from-another-context").severity == "warning"
 
 
 # ---------------------------------------------------------------- no-context

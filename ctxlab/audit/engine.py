@@ -28,12 +28,15 @@ BENIGN_STATUSES = frozenset({"CUDA_ERROR_NOT_READY", "cudaErrorNotReady", "CUDA_
                              "cudaErrorPeerAccessAlreadyEnabled", "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED",
                              "cudaErrorPeerAccessNotEnabled", "CUDA_ERROR_NOT_FOUND", "cudaErrorSymbolNotFound"})
 SEVERITIES = ("error", "warning", "info")
+# Events that are not calls: CUPTI's resource events, and what the audit's hooks observed inside calls
+# (ctxlab.audit.hooks: a kernel argument pointing into another context's memory, a green context's handle).
+NOT_CALLS = ("resource", "audit")
 
 
 def failed(event: dict) -> bool:
     """The call returned an error status (not success, not a state report such as NOT_READY)."""
     status = event.get("status")
-    return event.get("domain") != "resource" and status not in OK_STATUSES and status not in BENIGN_STATUSES
+    return event.get("domain") not in NOT_CALLS and status not in OK_STATUSES and status not in BENIGN_STATUSES
 
 
 def end_of(event: dict) -> int:
@@ -44,7 +47,7 @@ def end_of(event: dict) -> int:
 def call_text(event: dict) -> str:
     """A call as a report names it: function, status when not success, context handle, thread."""
     text = event.get("name", "?")
-    if event.get("domain") == "resource":
+    if event.get("domain") in NOT_CALLS:
         text = f"[{text}]"
     status = event.get("status")
     if status not in OK_STATUSES:
@@ -127,8 +130,9 @@ class Stream:
 
     def __post_init__(self) -> None:
         self.events = sorted(self.events, key=lambda e: (e.get("start", 0), -end_of(e), e.get("seq", 0)))
-        self.calls = [e for e in self.events if e.get("domain") != "resource"]
+        self.calls = [e for e in self.events if e.get("domain") not in NOT_CALLS]
         self.resources = [e for e in self.events if e.get("domain") == "resource"]
+        self.observed = [e for e in self.events if e.get("domain") == "audit"]
         self.by_tid: dict[Any, list[dict]] = {}
         for e in self.events:
             self.by_tid.setdefault(e.get("tid"), []).append(e)
@@ -157,7 +161,7 @@ class Stream:
         """The call named with one of these prefixes, on the same thread, whose span holds this event."""
         start, end = event.get("start", 0), end_of(event)
         for call in self.by_tid.get(event.get("tid"), ()):
-            if call is event or call.get("domain") == "resource":
+            if call is event or call.get("domain") in NOT_CALLS:
                 continue
             if call.get("start", 0) > start:
                 break
@@ -170,7 +174,7 @@ class Stream:
         for e in self.by_tid.get(tid, ()):
             if e.get("start", 0) >= before:
                 break
-            if e.get("domain") != "resource" and e.get("context"):
+            if e.get("domain") not in NOT_CALLS and e.get("context"):
                 return True
         return False
 
@@ -180,7 +184,7 @@ class Stream:
         for e in self.by_tid.get(tid, ()):
             if e.get("start", 0) >= before:
                 break
-            if e.get("domain") != "resource":
+            if e.get("domain") not in NOT_CALLS:
                 handle = e.get("context") or 0
         return handle
 

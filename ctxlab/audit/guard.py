@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ctxlab.audit.engine import Location, Stream, _frames, judge
+from ctxlab.audit.engine import NOT_CALLS, Location, Stream, _frames, judge
 
 CREATORS = ("cuCtxCreate", "cuGreenCtxCreate")
 PRIMARY_MAKERS = ("cuDevicePrimaryCtxRetain",)
@@ -66,7 +66,7 @@ def _maker(stream: Stream, created: dict) -> dict | None:
     for e in stream.by_tid.get(created.get("tid"), ()):
         if e.get("start", 0) > created.get("start", 0):
             break
-        if e.get("domain") != "resource":
+        if e.get("domain") not in NOT_CALLS:
             last = e
     return last
 

@@ -28,11 +28,11 @@ class Guard:
     """One tracer for the session; before and after each test, a snapshot and the events in between."""
 
     def __init__(self) -> None:
-        from ctxlab.audit.rules import AUDIT_CALLBACKS
+        from ctxlab.audit.hooks import AuditHooks, tracer_options
         from ctxlab.trace import Tracer, TraceUnavailable
 
         try:
-            self.tracer = Tracer(stacks=True, extra_callbacks=AUDIT_CALLBACKS).__enter__()
+            self.tracer = Tracer(**tracer_options(AuditHooks())).__enter__()
         except TraceUnavailable as exc:
             raise pytest.UsageError(f"--ctxlab-guard cannot trace: {exc}") from None
         self.known_primary: set[int] = set()

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ctxlab.audit.engine import OK_STATUSES, SEVERITIES, Hit, Stream, call_text, end_of, failed
+from ctxlab.audit.engine import NOT_CALLS, OK_STATUSES, SEVERITIES, Hit, Stream, call_text, end_of, failed
+from ctxlab.audit.hooks import FOREIGN_POINTER, GREEN_CONTEXT
 
 
 @dataclass(frozen=True)
@@ -240,6 +241,115 @@ def several_runtime_copies(s: Stream) -> list[Hit]:
     return hits
 
 
+def _allocation_call(s: Stream, correlation: object, owner: int) -> dict | None:
+    """The allocation call (with the user's stack) an allocation map entry came from, by correlation id."""
+    found = None
+    for e in s.calls:
+        if e.get("correlation") == correlation and e.get("name", "").startswith(ALLOCATIONS + ("cuMemAlloc",)):
+            if e.get("stack") and e.get("context") in (owner, 0, None):
+                return e
+            found = found or e
+    return found
+
+
+def pointer_from_another_context(s: Stream) -> list[Hit]:
+    """A kernel argument holding an address inside memory another context allocated (read by the audit's
+    launch hook); not between a green context and the primary context, which share memory by design."""
+    from ctxlab.audit.guard import primary_handles
+
+    greens = {e.get("context") for e in s.observed if e.get("name") == GREEN_CONTEXT}
+    shared = greens | primary_handles(s.events) if greens else set()
+    destroyed = {e.get("context"): e for e in s.resources if e.get("name") == "CONTEXT_DESTROY_STARTING"}
+    hits, seen = [], set()
+    for e in s.observed:
+        if e.get("name") != FOREIGN_POINTER:
+            continue
+        ctx, owner = e.get("context") or 0, e.get("owner") or 0
+        if ctx in shared and owner in shared and (ctx in greens or owner in greens):
+            continue  # green and primary: the green context is treated as the primary one for memory
+        key = (e.get("tid"), ctx, owner, e.get("function"))
+        if key in seen:
+            continue
+        seen.add(key)
+        alloc = _allocation_call(s, e.get("allocation_correlation"), owner)
+        where = (f" ({alloc['name']})" if alloc else "")
+        gone = destroyed.get(owner)
+        later = (f"; context {owner:#x} was destroyed later in the run" if gone is not None
+                 and gone.get("start", 0) > e.get("start", 0) else "")
+        what = "the launch's extra buffer" if e.get("parameter") == -1 else f"parameter {e.get('parameter')}"
+        hits.append(Hit(e, f"{e.get('launch', 'a launch')} in context {ctx:#x} on thread {_thread(e)}: {what} "
+                           f"(byte {e.get('offset')}) of function {e.get('function', 0):#x} holds "
+                           f"{e.get('pointer', 0):#x}, "
+                           f"inside a {e.get('size')}-byte allocation made in context {owner:#x}{where}{later}. "
+                           f"A kernel can read another context's memory on this GPU, but the memory belongs to "
+                           f"context {owner:#x}: it is freed with it (cuCtxDestroy, a reset, that context's memory "
+                           f"pool). Allocate it under the context that launches, or use one context per device",
+                        calls=tuple(x for x in (alloc, e) if x is not None),
+                        related=(("allocated at", alloc),) if alloc else ()))
+    return hits
+
+
+def _current_spans(items: list[dict], handles: set) -> list[tuple[int, int, dict]]:
+    """(start, end, first call) of each run of consecutive calls on one thread with one of these contexts
+    current: from the first such call's start to the last one's end."""
+    spans: list[tuple[int, int, dict]] = []
+    run: list | None = None
+    for e in items:
+        if e.get("domain") in NOT_CALLS:
+            continue
+        handle = e.get("context") or 0
+        if run is not None and handle == run[2].get("context"):
+            run[1] = max(run[1], end_of(e))
+            continue
+        if run is not None:
+            spans.append((run[0], run[1], run[2]))
+            run = None
+        if handle in handles:
+            run = [e.get("start", 0), end_of(e), e]
+    if run is not None:
+        spans.append((run[0], run[1], run[2]))
+    return spans
+
+
+def green_context_on_two_threads(s: Stream) -> list[Hit]:
+    """The same green context current on two threads at overlapping times (the driver does not stop it)."""
+    from ctxlab.audit.guard import primary_handles
+
+    greens = {e["context"]: e for e in s.observed if e.get("name") == GREEN_CONTEXT and e.get("context")}
+    if not greens:
+        return []
+    for handle in primary_handles(s.events) & set(greens):
+        greens.pop(handle)  # a green context whose handle is the primary context's cannot be told apart
+    if not greens:
+        return []
+    by_handle: dict[int, list[tuple[int, int, dict]]] = {}
+    for items in s.by_tid.values():
+        for span in _current_spans(items, set(greens)):
+            by_handle.setdefault(span[2]["context"], []).append(span)
+    hits, seen = [], set()
+    for handle, spans in by_handle.items():
+        spans.sort(key=lambda sp: sp[0])
+        for i, (_, a_end, a) in enumerate(spans):
+            for b_start, _, b in spans[i + 1:]:  # sorted by start: b began while a's span was open
+                if b_start >= a_end:
+                    break
+                pair = (handle, a.get("tid"), b.get("tid"))
+                if a.get("tid") == b.get("tid") or pair in seen:
+                    continue
+                seen.add(pair)
+                made = greens[handle]
+                hits.append(Hit(b, f"green context {handle:#x} (CUgreenCtx {made.get('green', 0):#x}) became current "
+                                   f"on thread {_thread(b)} with {b['name']} while current on thread {_thread(a)} "
+                                   f"(since its {a['name']}, until at least its call ending "
+                                   f"{(a_end - b_start) / 1e3:.1f} us later). The Driver API allows a green context "
+                                   f"current on one thread at a time and does not synchronise calls into it; the "
+                                   f"driver does not refuse the second thread. Hand it over (pop, then push on the "
+                                   f"other thread) or give each thread its own green context",
+                                calls=(a, b), related=(("current on the other thread from", a),
+                                                       ("green context made at", made))))
+    return hits
+
+
 # ---------------------------------------------------------------- the rules
 
 RULES: tuple[Rule, ...] = (
@@ -298,6 +408,34 @@ RULES: tuple[Rule, ...] = (
          "refcount.reference-per-runtime-copy", several_runtime_copies,
          "Counts the runtime calls that retained the primary context beneath them (the first call of each copy on "
          "a device); it cannot name the library a copy belongs to."),
+    Rule("pointer-from-another-context", "warning", "A kernel argument pointing into another context's memory",
+         "A kernel launched in one context was given an address inside memory allocated in another context of "
+         "the same process. On the H200 such a kernel reads it correctly, but the memory's lifetime belongs to "
+         "the context that allocated it: it is freed when that context is destroyed or reset, and a memory pool "
+         "of that context (CuPy's per-device pool) may hand the block to someone else. Allocate under the "
+         "context that launches, or keep one context per device.",
+         "migrate.own-address-space", pointer_from_another_context,
+         "Reads arguments of cuLaunchKernel, cuLaunchKernelEx and cuLaunchCooperativeKernel (also the _ptsz "
+         "forms) at their entry: every 8-byte-aligned word of each argument of 8 bytes or more (sizes from "
+         "cuFuncGetParamInfo, CUDA 12.4+), so a pointer member of a struct argument and a pointer offset into an "
+         "allocation are found; arguments packed in the extra buffer (CU_LAUNCH_PARAM_BUFFER_POINTER) too. It "
+         "cannot see: pointers stored in device memory (an array of pointers, a struct passed by pointer); "
+         "launches made through the runtime (cudaLaunchKernel) unless the runtime calls cuLaunchKernel beneath "
+         "(the audit's stats count the launch callbacks against cuLaunchKernel's records); graph launches; "
+         "memory allocated before tracing began, through cuMemCreate/cuMemMap (VMM) or cuMemHostAlloc, or by a "
+         "library's own allocator that does not call cuMemAlloc*; a word that happens to equal an address is "
+         "read as a pointer. A launch with the same function, context and argument bytes is inspected once. "
+         "Green and primary contexts share memory by design and are not reported."),
+    Rule("green-context-on-two-threads", "error", "A green context current on two threads at once",
+         "The Driver API says a green context may be current to only one thread at a time and that calls into "
+         "it from several threads are not synchronised. The driver does not stop a second thread from pushing "
+         "it: both threads' calls run. Hand the green context over (pop it, then push it on the other thread), "
+         "or give each thread its own green context.",
+         "migrate.green-one-thread-at-a-time", green_context_on_two_threads,
+         "Knows a green context by the CUcontext cuCtxFromGreenCtx returned while tracing. A thread holds it "
+         "from the first call that ran with it current to the last one before a call with another context: "
+         "a thread that made it current and then makes no call is not seen holding it, and thread exits are not "
+         "seen. A green context whose handle equals the primary context's is not judged."),
 )
 
 RULES_BY_ID = {rule.id: rule for rule in RULES}

@@ -78,7 +78,7 @@ def audit_program(code: str | None = None, module: str | None = None, argv: list
                   calls_mode: str = "context") -> AuditResult:
     """Run the program (``-c`` code, ``-m`` module, or a script and its arguments) under the tracer, judge it."""
     from ctxlab.audit.forks import ForkWatch, read_log
-    from ctxlab.audit.rules import AUDIT_CALLBACKS
+    from ctxlab.audit.hooks import AuditHooks, tracer_options
     from ctxlab.tracing_cli import _shown_path, trace_program
 
     argv = list(argv)
@@ -90,6 +90,7 @@ def audit_program(code: str | None = None, module: str | None = None, argv: list
     watch = ForkWatch(log, lambda: _initialised(holder.get("tracer")),
                       on_child=lambda: _renew_locks(holder.get("tracer")))
     saved_hook = threading.excepthook
+    hooks = AuditHooks()
 
     def thread_hook(args) -> None:
         if args.exc_value is not None and args.exc_type is not SystemExit:
@@ -106,7 +107,7 @@ def audit_program(code: str | None = None, module: str | None = None, argv: list
     try:
         status, tracer, stats = trace_program(code, module, argv, calls_mode=calls_mode, on_exception=main_hook,
                                               on_start=lambda t: holder.setdefault("tracer", t),
-                                              stacks=True, extra_callbacks=AUDIT_CALLBACKS)
+                                              **tracer_options(hooks))
         forks = read_log(log)
     finally:
         watch.close()
@@ -116,6 +117,13 @@ def audit_program(code: str | None = None, module: str | None = None, argv: list
         except OSError:
             pass
     findings = judge(tracer.events, forks=forks, exceptions=exceptions)
-    stats = {**stats, "forks": len(forks), "uncaught_exceptions": len(exceptions)}
+    # the launches CUPTI recorded, against the launch hook's callbacks (stats): more callbacks than driver
+    # records means the runtime's launches reach cuLaunchKernel beneath them, where the hook reads them
+    launches = {"driver": 0, "runtime": 0}
+    for e in tracer.events:
+        if e["domain"] in launches and e["name"].startswith(("cuLaunch", "cudaLaunch")) and "from" not in e:
+            launches[e["domain"]] += 1
+    stats = {**stats, "forks": len(forks), "uncaught_exceptions": len(exceptions), **hooks.summary(),
+             "launch_records": launches}
     return AuditResult(program=program, exit_status=status, findings=findings, stats=stats, forks=forks,
                        exceptions=exceptions)

@@ -20,7 +20,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 KEEP = os.environ.get("CTXLAB_RESULTS")
 ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
 ERROR_RULES = ("no-context", "destroyed-while-current", "primary-released-under-runtime",
-               "reset-with-live-allocations", "cross-context-handle", "fork-after-init")
+               "reset-with-live-allocations", "cross-context-handle", "fork-after-init",
+               "green-context-on-two-threads")
 
 
 def out_dir(tmp_path) -> str:
@@ -68,6 +69,8 @@ HAZARDS = [  # example, rule, audit exit status, the program's own exit status
     ("cross_context_handle.py", "cross-context-handle", 3, 1),  # CuPy's exception is not caught
     ("fork_after_init.py", "fork-after-init", 3, 0),
     ("several_runtime_copies.py", "several-runtime-copies", 0, 0),  # info: no exit 3
+    ("pointer_from_another_context.py", "pointer-from-another-context", 0, 0),  # warning: no exit 3
+    ("green_context_on_two_threads.py", "green-context-on-two-threads", 3, 0),
 ]
 
 
@@ -109,6 +112,8 @@ def needs(module: str) -> None:
 
 CLEAN = [  # program, arguments, module it needs, the program's own exit statuses accepted
     ("examples/first_context.py", (), "cupy", (0,)),
+    # ctxlab's own scenarios that intend no hazard, in one process (the labs fork them, out of the audit's sight)
+    ("examples/programs/labs_clean.py", (), "cupy", (0,)),
     ("examples/programs/cuda_core_kernel.py", (), "cuda.core", (0,)),
     ("examples/programs/torch_train_step.py", (), "torch", (0,)),
     ("examples/programs/numba_kernel.py", ("--context-only",), "numba", (0,)),
@@ -118,7 +123,8 @@ CLEAN = [  # program, arguments, module it needs, the program's own exit statuse
 
 
 @pytest.mark.parametrize("script,args,module,accepted", CLEAN,
-                         ids=["first_context", "cuda_core", "torch_train_step", "numba_context", "numba_kernel"])
+                         ids=["first_context", "labs_clean", "cuda_core", "torch_train_step", "numba_context",
+                              "numba_kernel"])
 def test_clean_programs_give_no_error(tmp_path, script, args, module, accepted):
     needs(module)
     name = "clean-" + os.path.basename(script).removesuffix(".py") + ("-" + "-".join(a.strip("-") for a in args)
@@ -126,8 +132,32 @@ def test_clean_programs_give_no_error(tmp_path, script, args, module, accepted):
     doc, done = audit(tmp_path, name, "--", script, *args, timeout=600)
     errors = [f for f in doc["findings"] if f["severity"] == "error"]
     assert not errors, json.dumps(errors, indent=1)
+    # one context per device in each (green contexts share the primary's memory): no foreign kernel argument
+    foreign = [f for f in doc["findings"] if f["rule"] == "pointer-from-another-context"]
+    assert not foreign, json.dumps(foreign, indent=1)
     assert done.returncode == 0, done.stdout + done.stderr
     assert doc["exit_status"] in accepted, done.stdout + done.stderr
+    if script.endswith("labs_clean.py"):  # every relay verified (or skipped where green contexts cannot be made)
+        for line in done.stdout.splitlines():
+            if "handoffs verified" in line:
+                verified, _, total = line.split(": ", 1)[1].split(" handoffs")[0].partition(" of ")
+                assert verified == total and line.endswith("True"), line
+    print(json.dumps({k: doc["stats"].get(k) for k in ("launch_callbacks", "launches_inspected", "allocations_seen",
+                                                         "launch_records", "green_contexts")}))
+
+
+def test_pointer_from_another_context_names_the_allocation_and_the_launch_hook_counts(tmp_path):
+    """The warning's related location is the CuPy allocation's line; the stats say how many launch callbacks the
+    hook saw against the launches CUPTI recorded (driver and runtime): more callbacks than cuLaunch* records
+    means the runtime's launches reach the hook through cuLaunchKernel beneath them."""
+    path = "examples/hazards/pointer_from_another_context.py"
+    doc, done = audit(tmp_path, "pointer-from-another-context-related", "--", path)
+    (finding,) = [f for f in doc["findings"] if f["rule"] == "pointer-from-another-context"]
+    assert finding["severity"] == "warning" and finding["location_from"] == "callback"
+    assert {"what": "allocated at", "location": {"file": path, "line": marked_line(path, "# ALLOCATED"),
+                                                 "function": "main"}} in finding["related"], json.dumps(finding)
+    assert doc["stats"]["launches_inspected"] >= 1 and doc["stats"]["launch_callbacks"] >= 1, doc["stats"]
+    print(json.dumps({k: doc["stats"].get(k) for k in ("launch_callbacks", "launches_inspected", "launch_records")}))
 
 
 def test_the_guard_fails_the_leaking_tests_of_the_sample_suite(tmp_path):
@@ -168,3 +198,16 @@ def test_audit_overhead_is_measured(tmp_path):
     print(whole.stdout)
     doc = json.load(open(os.path.join(out, "audit_overhead.json")))
     assert all("ratio" in entry for entry in doc["programs"]), doc["programs"]
+
+
+def test_the_guard_on_numba_cudas_own_driver_tests(tmp_path):
+    """scripts/guard-numba.sh: numba-cuda's cudadrv tests under --ctxlab-guard; the tests' own failures are
+    results (kept in the JUnit XML and the summary), not this test's failure."""
+    needs("numba_cuda")
+    out = out_dir(tmp_path)
+    done = subprocess.run(["bash", os.path.join(ROOT, "scripts", "guard-numba.sh"), out], capture_output=True,
+                          text=True, env=ENV, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cases = list(ET.parse(os.path.join(out, "guard-numba.junit.xml")).getroot().iter("testcase"))
+    assert cases, done.stdout
+    print(open(os.path.join(out, "guard-numba-summary.txt")).read())
