@@ -1,6 +1,6 @@
 """interop: CuPy, PyTorch, JAX, Numba and cuda.core in one process, and across fork.
 
-What this lab covers (a first part of the question; more areas follow):
+What this lab covers, area by area as issue 15 numbers them:
 
 1. **Which context**: each library initialised alone in a fresh interpreter, and
    all of them together in one: the context (handle and ``cuCtxGetId``) each one
@@ -16,21 +16,27 @@ What this lab covers (a first part of the question; more areas follow):
    the consumer reads is what the producer wrote on its own (non-default)
    stream; on the main thread and on a worker thread that received the context
    by push. A handover made after leaving the producer's stream is recorded too.
-4. **Processes**: after CUDA was initialised in the parent, what the driver,
+4. **Under another context** (``interop_under``): each library with a
+   ``cuCtxCreate`` or a green context current, and PyTorch's own green contexts.
+5. **Blast radius** (``interop_blast``): each way to tear a context down, against
+   every library's live data, repeated in fresh processes.
+6. **Processes**: after CUDA was initialised in the parent, what the driver,
    CuPy and PyTorch return in a child made by ``os.fork()``, and which
    multiprocessing start methods give a working CUDA child (undefined-behaviour
-   territory: repeated in fresh processes).
+   territory: repeated in fresh processes); CUDA IPC memory handles opened in a
+   child started with ``spawn`` (``interop_memory``).
+7. **Memory that belongs to no context** (``interop_memory``): what
+   ``CU_POINTER_ATTRIBUTE_CONTEXT`` reports for the virtual memory API and the
+   other allocators, and for the libraries built on them.
 
-Not covered yet (issue areas 4, 5 and 7, and part of 6): libraries under a
-``cuCtxCreate`` or green context, the blast radius of a reset or release on the
-other libraries' data, memory from the virtual memory API, and CUDA IPC memory
-handles across processes; labs/interop.md says what is left.
+A second GPU is not covered yet; labs/interop.md says what is left.
 
 Every library is optional: a scenario that needs a missing one records why and
 its claims are ``skipped``. Numba is used through its context and array APIs
-only (``current_context``, ``device_array``, ``as_cuda_array``): no Numba kernel
-is compiled. Scenarios call each library and ``cuda.bindings`` directly: those
-calls are the subject of the experiment.
+(``current_context``, ``device_array``, ``as_cuda_array``); only the scenarios
+under another context try a Numba kernel, and record what compiling it gives.
+Scenarios call each library and ``cuda.bindings`` directly: those calls are the
+subject of the experiment.
 """
 
 from __future__ import annotations
@@ -51,13 +57,10 @@ from ctxlab.claim import (
     spread,
 )
 from ctxlab.lab import Isolation, Lab, LabOptions, Scenario
+from ctxlab.labs import interop_blast, interop_memory, interop_under
+from ctxlab.labs.interop_names import CUDA_CORE, DISTRIBUTIONS, ENV, JAX_DOC, LIBRARIES, NUMBA_DOC, TITLES
 
 NAME = "interop"
-LIBRARIES = ("cupy", "torch", "jax", "numba", "cuda-core")
-TITLES = {"cupy": "CuPy", "torch": "PyTorch", "jax": "JAX", "numba": "Numba", "cuda-core": "cuda.core"}
-DISTRIBUTIONS = {"torch": ("torch",), "jax": ("jax", "jaxlib"), "numba": ("numba-cuda", "numba"),
-                 "cuda-core": ("cuda-core",)}
-ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}  # before JAX loads: no preallocation of most of the GPU
 
 N = 1 << 24  # elements written by the producer: a 64 MiB int32 array
 K = 64  # increments the producer launches on its own stream: every element ends at K
@@ -74,16 +77,6 @@ RUNTIME = ("CUDA Runtime API, 'Interactions with the CUDA Driver API': 'Unless e
            "a different context current via the Driver API ... the Runtime will implicitly initialize and use the "
            "primary context' (https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DRIVER.html); "
            "{lib} calls the CUDA Runtime")
-CUDA_CORE = ("cuda.core, Device.set_current: 'Initializes CUDA and sets the calling thread to a valid CUDA context. "
-             "By default the primary context is used' "
-             "(https://nvidia.github.io/cuda-python/cuda-core/latest/generated/cuda.core.Device.html)")
-NUMBA_DOC = ("Numba device management: select_device 'Create a new CUDA context for the selected device_id'; "
-             "'Numba presently allows only one context per thread' "
-             "(https://nvidia.github.io/numba-cuda/user/device-management.html); no documentation says which "
-             "context current_context() uses; recorded as observed")
-JAX_DOC = ("JAX GPU memory allocation: XLA_PYTHON_CLIENT_PREALLOCATE "
-           "(https://docs.jax.dev/en/latest/gpu_memory_allocation.html); no documentation says which context "
-           "JAX uses; recorded as observed")
 PRIMARY = ("CUDA Driver API, Primary Context Management: 'The primary context is unique per device and shared with "
            "the CUDA runtime API. These functions allow integration with other libraries using CUDA.' "
            "(https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html); how many references "
@@ -377,6 +370,9 @@ CLAIMS = (
           "over {runs}, a CuPy reduction in a child started with fork -> {fork}; spawn -> {spawn}; forkserver -> "
           "{forkserver}",
           lambda f: f["working"] == f["needed"]),
+    *interop_under.CLAIMS,
+    *interop_blast.CLAIMS,
+    *interop_memory.CLAIMS,
 )
 
 
@@ -1022,7 +1018,8 @@ def start_methods(device: int) -> dict:
 # ---------------------------------------------------------------- the lab
 
 def scenarios(options: LabOptions) -> list[Scenario]:
-    """Each library alone and counted in fresh interpreters, all together, the exchanges, then fork."""
+    """Each library alone and counted in fresh interpreters, all together, the exchanges, fork, then areas 4 to 7
+    (under another context, blast radius, IPC and memory of no context)."""
     here, device = "ctxlab.labs.interop", options.device
     out = [Scenario(f"alone-{lib}", f"{here}:alone", (device, lib), isolation=Isolation.FRESH, env=ENV)
            for lib in LIBRARIES]
@@ -1035,8 +1032,10 @@ def scenarios(options: LabOptions) -> list[Scenario]:
     out += [Scenario(_exchange_name(p, c), f"{here}:exchange", (device, p, c, how), env=ENV) for p, c, how in PAIRS]
     out += [Scenario("fork", f"{here}:fork", (device,), undefined=True, timeout=90, env=ENV),
             Scenario("start-methods", f"{here}:start_methods", (device,), undefined=True, timeout=180, env=ENV)]
+    out += interop_under.scenarios(device) + interop_blast.scenarios(device) + interop_memory.scenarios(device)
     return out
 
 
 LAB = Lab(NAME, "Do CuPy, PyTorch, JAX, Numba and cuda.core share one context, who holds it, can they exchange "
-          "arrays safely, and what survives fork?", LabOptions, CLAIMS, scenarios)
+          "arrays safely, what do they do under another context, what does one teardown do to the others, and what "
+          "survives fork?", LabOptions, CLAIMS, scenarios)
