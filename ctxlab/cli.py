@@ -434,8 +434,12 @@ def interop(fmt, output, **common):
     allocation's context, a fresh thread's first use, the primary-context
     references it holds), all of them together, DLPack and
     __cuda_array_interface__ exchanges between pairs (same pointer, owning
-    context, stream order, a worker thread), and a child made by fork or by each
-    multiprocessing start method (repeated). A missing library is skipped.
+    context, stream order, a worker thread), each library under a cuCtxCreate
+    or green context, each teardown (device reset, primary release or reset,
+    cuCtxDestroy) against every library's data (repeated), a child made by fork
+    or by each multiprocessing start method (repeated), CUDA IPC handles in a
+    spawned child, and which context owns VMM and pool memory. A missing
+    library is skipped.
     """
     run_lab("interop", fmt, output, **common)
 

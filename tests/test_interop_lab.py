@@ -34,3 +34,78 @@ def test_a_missing_library_skips_its_claims_with_the_reason(monkeypatch):
                 "interop.exchange.cupy-to-jax"):
         assert results[cid].verdict == "skipped" and "jax is not installed" in results[cid].evidence, results[cid]
     assert results["interop.cupy.context"].verdict == "skipped"  # not run here
+
+
+def test_areas_four_to_seven_are_scenarios_of_the_lab_and_of_check():
+    from ctxlab.harness.runner import plan
+    from ctxlab.lab import Isolation, LabOptions
+    from ctxlab.labs.interop_blast import TEARDOWNS
+
+    options = LabOptions()
+    declared = {s.name: s for s in interop.LAB.scenarios(options)}
+    under = [f"under-{kind}-{lib}" for kind in ("created", "green") for lib in LIBRARIES]
+    blast = [f"blast-{t}" for t in TEARDOWNS]
+    for name in [*under, *blast, "torch-green-contexts", "ipc", "vmm", "vmm-torch-expandable"]:
+        assert declared[name].isolation is Isolation.FRESH, name
+    # Teardowns under live data are undefined behaviour: repeated, each repeat a fresh process; one scenario each.
+    assert all(declared[name].undefined for name in blast) and not any(declared[name].undefined for name in under)
+    assert declared["vmm-torch-expandable"].env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert all(s.env.get("XLA_PYTHON_CLIENT_PREALLOCATE") == "false" for s in declared.values())
+    # check plans every scenario of every lab (no filter): the new ones run there, the teardowns repeated.
+    jobs = [job.label for job in plan(interop.LAB, options).jobs]
+    assert {*under, "ipc", "vmm"} <= set(jobs)
+    assert {f"blast-release #{r + 1}" for r in range(options.repeats)} <= set(jobs)
+
+
+def test_a_missing_library_skips_its_claims_under_another_context(monkeypatch):
+    from ctxlab.claim import judge
+    from ctxlab.labs import interop_under
+
+    def require(lib):
+        raise interop.Missing(f"{lib} is not installed")
+
+    monkeypatch.setattr(interop, "_require", require)  # decided before any CUDA call: no GPU needed
+    observations = interop_under.under(0, "created", "numba")["observations"]
+    (result,) = [r for r in judge(interop.CLAIMS, observations, ["under-created-numba"])
+                 if r.id == "interop.under-created.numba"]
+    assert result.verdict == "skipped" and "numba is not installed" in result.evidence
+
+
+def test_a_teardown_child_that_crashes_keeps_the_outcomes_before_it(monkeypatch):
+    """The teardown runs in a separate interpreter that reports each outcome as it is known: a crash while
+    reading one library leaves the earlier reads, and the rest read "no answer" with how the process ended."""
+    from ctxlab.claim import judge
+    from ctxlab.labs import interop_blast
+
+    lines = [{"step": "made", "library": "cupy", "present": True, "version": "14.2.0", "made": "ok", "owner_id": 1,
+              "before": "correct"},
+             {"step": "made", "library": "torch", "present": True, "version": "2.11.0", "made": "ok", "owner_id": 1,
+              "before": "correct"},
+             {"step": "made", "library": "jax", "present": False, "reason": "jax is not installed"},
+             {"step": "ids", "ids": {}, "owners": {"cupy": "the primary context", "torch": "the primary context"}},
+             {"step": "teardown", "status": "CUDA_SUCCESS"},
+             {"step": "old", "library": "cupy", "old": "silent-wrong-result (got 0, expected 8390656)"}]
+    monkeypatch.setattr(interop_blast, "_run_child", lambda device, teardown: (lines, "ended by SIGSEGV"))
+    observations = interop_blast.blast(0, "primary-reset")["observations"]
+    rows = {o.value["library"]: o.value for o in observations if o.what == "blast"}
+    crashed = "no answer (ended by SIGSEGV)"
+    assert rows["cupy"]["old"].startswith("silent-wrong-result") and rows["cupy"]["new"] == crashed
+    assert rows["torch"]["old"] == "no answer (ended by SIGSEGV)"
+    assert rows["numba"]["made"] == "no answer (ended by SIGSEGV)" and rows["numba"]["old"] == "-"
+    results = {r.id: r for r in judge(interop.CLAIMS, observations, ["blast-primary-reset"])}
+    assert results["interop.blast.primary-reset.jax"].verdict == "skipped"
+    assert "jax is not installed" in results["interop.blast.primary-reset.jax"].evidence
+    cupy = results["interop.blast.primary-reset.cupy"]
+    assert cupy.verdict == "observed" and "wrong values without an error: 1" in cupy.evidence
+
+
+def test_vmm_claims_of_a_missing_library_are_skipped():
+    from ctxlab.claim import judge
+    from tests.claim_cases.interop_fixtures import MEMORY, obs
+
+    observations = [o for o in MEMORY if not (o.what == "library allocation" and o.value["library"] == "jax")]
+    observations.append(obs("vmm", "library allocation", {"library": "jax", "present": False,
+                                                          "reason": "jax is not installed"}))
+    results = {r.id: r for r in judge(interop.CLAIMS, observations, ["vmm"])}
+    assert results["interop.vmm.jax"].verdict == "skipped"
+    assert results["interop.vmm.cuda-core"].verdict == "observed"

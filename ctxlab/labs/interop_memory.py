@@ -255,14 +255,14 @@ def _vmm_alloc(device: int, size_hint: int) -> tuple[int, int]:
     granularity = int(check(driver.cuMemGetAllocationGranularity(prop, minimum), "cuMemGetAllocationGranularity"))
     size = max(granularity, -(-size_hint // granularity) * granularity)
     handle = check(driver.cuMemCreate(size, prop, 0), "cuMemCreate")
-    pointer = int(check(driver.cuMemAddressReserve(size, 0, 0, 0), "cuMemAddressReserve"))
-    check(driver.cuMemMap(pointer, size, 0, handle, 0), "cuMemMap")
+    reserved = check(driver.cuMemAddressReserve(size, 0, driver.CUdeviceptr(0), 0), "cuMemAddressReserve")
+    check(driver.cuMemMap(reserved, size, 0, handle, 0), "cuMemMap")
     access = driver.CUmemAccessDesc()
     access.location.type = driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
     access.location.id = device
     access.flags = driver.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-    check(driver.cuMemSetAccess(pointer, size, [access], 1), "cuMemSetAccess")
-    return pointer, size
+    check(driver.cuMemSetAccess(reserved, size, [access], 1), "cuMemSetAccess")
+    return int(reserved), size
 
 
 def _driver_allocations(device: int) -> dict[str, int]:

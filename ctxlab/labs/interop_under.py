@@ -160,7 +160,7 @@ def make(lib: str, device: int) -> Made:
     dev.sync()
     pointer = _as_int(buf.handle) or 0
     drv.copy_to_device(pointer, numpy.arange(1, N + 1, dtype=numpy.int64).tobytes())
-    return Made(buf, pointer, "Device(d).set_current(); Device.allocate; cuMemcpyDtoH",
+    return Made(buf, pointer, "Device(d).set_current(); Device.allocate, filled by cuMemcpyHtoD",
                 lambda: _device_sum(pointer), _cuda_core_kernel(dev, buf, pointer))
 
 
