@@ -85,7 +85,7 @@ def test_a_teardown_child_that_crashes_keeps_the_outcomes_before_it(monkeypatch)
              {"step": "ids", "ids": {}, "owners": {"cupy": "the primary context", "torch": "the primary context"}},
              {"step": "teardown", "status": "CUDA_SUCCESS"},
              {"step": "old", "library": "cupy", "old": "silent-wrong-result (got 0, expected 8390656)"}]
-    monkeypatch.setattr(interop_blast, "_run_child", lambda device, teardown: (lines, "ended by SIGSEGV"))
+    monkeypatch.setattr(interop_blast, "_run_child", lambda device, teardown: (lines, "ended by SIGSEGV", ""))
     observations = interop_blast.blast(0, "primary-reset")["observations"]
     rows = {o.value["library"]: o.value for o in observations if o.what == "blast"}
     crashed = "no answer (ended by SIGSEGV)"

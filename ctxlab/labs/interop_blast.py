@@ -100,7 +100,7 @@ def blast_main(device: int, teardown: str) -> None:
     from ctxlab.cuda.environment import init_driver
     from ctxlab.cuda.outcome import checked, status_name
     from ctxlab.labs.interop import Missing, _primary, _require, _version
-    from ctxlab.labs.interop_under import SUM, make, which
+    from ctxlab.labs.interop_under import SUM, make, owner_of
 
     init_driver()
     created = drv.create_context(device) if teardown == "destroy" else None
@@ -119,10 +119,10 @@ def blast_main(device: int, teardown: str) -> None:
             continue
         made[lib] = m
         _emit({"step": "made", "library": lib, "present": True, "version": _version(lib), "made": "ok",
-               "owner_id": _owner_id(m.pointer), "before": checked(m.read, SUM)})
+               "before": checked(m.read, SUM)})
     _, primary_id = _primary(device)
     ids = {"the created context": created_id, "the primary context": primary_id}
-    _emit({"step": "ids", "ids": ids, "owners": {lib: which(_owner_id(m.pointer), ids) for lib, m in made.items()}})
+    _emit({"step": "ids", "ids": ids, "owners": {lib: owner_of(m.pointer, ids) for lib, m in made.items()}})
     _emit({"step": "teardown", **_teardown(teardown, device, created)})
     for lib, m in made.items():
         _emit({"step": "old", "library": lib, "old": checked(m.read, SUM)[:300]})
@@ -134,35 +134,44 @@ def blast_main(device: int, teardown: str) -> None:
             new = status_name(exc)[:300]
         _emit({"step": "new", "library": lib, "new": new[:300]})
     _emit({"step": "done"})
+    import os
 
-
-def _owner_id(pointer: int | None) -> int | None:
-    from ctxlab.labs.interop_under import _owner_id as owner
-
-    return owner(pointer)
+    os._exit(0)  # the libraries' exit handlers would meet the torn-down context: their outcome is not the question
 
 
 # ---------------------------------------------------------------- the scenario
 
-def _run_child(device: int, teardown: str) -> tuple[list[dict], str]:
-    """The separate interpreter's report lines, and how it ended."""
+def _run_child(device: int, teardown: str) -> tuple[list[dict], str, str]:
+    """The separate interpreter's report lines, how it ended, and the tail of its standard error."""
     import json
-    import signal
     import subprocess
     import sys
 
-    code = (f"import sys; from {__name__} import blast_main; blast_main(int(sys.argv[1]), sys.argv[2])")
+    code = f"import sys; from {__name__} import blast_main; blast_main(int(sys.argv[1]), sys.argv[2])"
     try:
         done = subprocess.run([sys.executable, "-c", code, str(device), teardown], capture_output=True, text=True,
                               timeout=CHILD_TIMEOUT)
-        out, code_ = done.stdout, done.returncode
-        ended = (f"ended by {signal.Signals(-code_).name}" if code_ < 0 else f"exit status {code_}")
+        out, err, ended = done.stdout, done.stderr, _how_ended(done.returncode)
     except subprocess.TimeoutExpired as exc:
-        raw = exc.stdout or b""
-        out = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+        out, err = _text(exc.stdout), _text(exc.stderr)
         ended = f"killed after {CHILD_TIMEOUT:g} s"
     lines = [json.loads(ln[len(LINE):]) for ln in out.splitlines() if ln.startswith(LINE)]
-    return lines, ended
+    return lines, ended, err[-1000:]
+
+
+def _text(raw: bytes | str | None) -> str:
+    return raw.decode(errors="replace") if isinstance(raw, bytes) else (raw or "")
+
+
+def _how_ended(code: int) -> str:
+    import signal
+
+    if code >= 0:
+        return f"exit status {code}"
+    try:
+        return f"ended by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"ended by signal {-code}"
 
 
 def blast(device: int, teardown: str) -> dict:
@@ -180,7 +189,7 @@ def blast(device: int, teardown: str) -> dict:
         if not hasattr(cupy.cuda.runtime, "deviceReset"):
             return _skipped(scenario, f"cupy.cuda.runtime has no deviceReset (CuPy {cupy.__version__})")
     rec = Recorder(scenario=scenario)
-    lines, ended = _run_child(device, teardown)
+    lines, ended, stderr = _run_child(device, teardown)
     by_step: dict[str, dict] = {}
     for line in lines:
         if "library" in line:
@@ -192,7 +201,8 @@ def blast(device: int, teardown: str) -> dict:
     status = torn.get("status", f"no answer ({ended})")
     rec.add("teardown", "teardown", {"teardown": teardown, "call": TEARDOWNS[teardown], "status": status,
                                      "accepted": torn.get("accepted"), "set_device": torn.get("set_device"),
-                                     "ended": ended, "finished": "done" in by_step}, context=(None, None))
+                                     "ended": ended, "finished": "done" in by_step, "stderr_tail": stderr},
+            context=(None, None))
     silent = f"no answer ({ended})"
     for lib in LIBRARIES:
         v = by_step.get(lib, {})

@@ -229,16 +229,9 @@ def ipc(device: int) -> dict:
 # ---------------------------------------------------------------- memory that belongs to no context
 
 def _pointer_owner(pointer: int, ids: dict[str, int | None]) -> str:
-    """What CU_POINTER_ATTRIBUTE_CONTEXT reports for ``pointer``: a context by name, ``none`` (NULL), or the error."""
-    from ctxlab.cuda import driver as drv
-    from ctxlab.labs.interop_under import which
+    from ctxlab.labs.interop_under import owner_of
 
-    found = drv.outcome(drv.pointer_context, pointer)
-    if not found["ok"]:
-        return found["status"]
-    if not found["value"]:
-        return "none"
-    return which(drv.outcome(drv.context_id, found["value"]).get("value"), ids)
+    return owner_of(pointer, ids)
 
 
 def _vmm_alloc(device: int, size_hint: int) -> tuple[int, int]:

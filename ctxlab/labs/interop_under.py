@@ -183,15 +183,19 @@ def _current_id() -> int | None:
     return found["value"].id if found["ok"] else None
 
 
-def _owner_id(pointer: int | None) -> int | None:
+def owner_of(pointer: int | None, ids: dict[str, int | None]) -> str:
+    """What CU_POINTER_ATTRIBUTE_CONTEXT reports for ``pointer``: a context named by ``which``, ``none`` (NULL),
+    or the error's name."""
     from ctxlab.cuda import driver as drv
 
     if not pointer:
-        return None
-    owner = drv.outcome(drv.pointer_context, pointer)
-    if not owner["ok"] or not owner["value"]:
-        return None
-    return drv.outcome(drv.context_id, owner["value"]).get("value")
+        return "none (no pointer)"
+    found = drv.outcome(drv.pointer_context, pointer)
+    if not found["ok"]:
+        return found["status"]
+    if not found["value"]:
+        return "none"
+    return which(drv.outcome(drv.context_id, found["value"]).get("value"), ids)
 
 
 def _enter(kind: str, device: int) -> tuple[int, Any]:
@@ -245,12 +249,11 @@ def under(device: int, kind: str, lib: str) -> dict:
     after_kernel = _current_id()
     primary, primary_id = _primary(device)
     ids = {CONTEXT_NAMES[kind]: context_id, "the primary context": primary_id}
-    owner_id = _owner_id(made.pointer if made else None)
     rec.add("under", "under context",
             {"library": lib, "version": _version(lib), "kind": kind, "context": handle, "context_id": context_id,
              "primary": primary, "primary_id": primary_id, "call": made.call if made else "-", "alloc": alloc,
-             "pointer": made.pointer if made else None, "owner_id": owner_id,
-             "owner_is": which(owner_id, ids), "before_is": which(before, ids),
+             "pointer": made.pointer if made else None, "before_is": which(before, ids),
+             "owner_is": owner_of(made.pointer, ids) if made else "none (no allocation)",
              "after_alloc_is": which(after_alloc, ids), "kernel": kernel, "after_kernel_is": which(after_kernel, ids),
              "first_call": first_call, "green": keep_context.info() if keep_context else None})
     return scenario_output(rec)
@@ -328,7 +331,7 @@ def torch_green(device: int) -> dict:
     rec.add("green", "torch green context",
             {"version": _version("torch"), "how": how, "asked_sms": sms, "reported_sms": partition,
              "stream_context_is": which(green_id, ids), "kernel_sms": measured,
-             "tensor_owner_is": which(_owner_id(t.data_ptr()), ids), "sum": "correct" if total == SUM else
+             "tensor_owner_is": owner_of(t.data_ptr(), ids), "sum": "correct" if total == SUM else
              f"silent-wrong-result (got {total}, expected {SUM})", "current_after_is": which(current, ids),
              "primary": primary})
     return scenario_output(rec)

@@ -32,15 +32,16 @@ def under(kind: str, lib: str) -> dict:
     name, handle, ident = NAMES[kind]
     value = {"library": lib, "version": "1.0", "kind": kind, "context": handle, "context_id": ident,
              "primary": PRIMARY, "primary_id": PRIMARY_ID, "call": "make", "alloc": "ok", "pointer": 0x7F00_0000_0000,
-             "owner_id": ident, "owner_is": name, "before_is": name, "after_alloc_is": name, "kernel": "correct",
+             "owner_is": name, "before_is": name, "after_alloc_is": name, "kernel": "correct",
              "after_kernel_is": name, "first_call": None, "green": None}
     if lib == "jax":
-        value.update(owner_id=None, owner_is="none")
+        value.update(owner_is="none")
     if lib == "numba":
         value.update(alloc=f"RuntimeError: Numba cannot operate on non-primary CUDA context {handle:x}",
-                     pointer=None, owner_id=None, owner_is="none", kernel="not run (no allocation)", call="-")
+                     pointer=None, owner_is="none (no allocation)", kernel="not run (no allocation)",
+                     call="-")
     if lib == "cuda-core":
-        value.update(owner_id=None, owner_is="none", after_alloc_is="the primary context",
+        value.update(owner_is="none", after_alloc_is="the primary context",
                      after_kernel_is="the primary context",
                      first_call="CUDAError: Device 0 is not yet initialized, perhaps you forgot to call "
                                 ".set_current() first?")
@@ -72,7 +73,8 @@ for teardown in TEARDOWNS:
             continue
         BLAST.append(obs(f"blast-{teardown}", "teardown",
                          {"teardown": teardown, "call": TEARDOWNS[teardown], "status": "CUDA_SUCCESS", "accepted": None,
-                          "set_device": None, "ended": "exit status 0", "finished": True}, repeat=r, step="teardown"))
+                          "set_device": None, "ended": "exit status 0", "finished": True,
+                          "stderr_tail": ""}, repeat=r, step="teardown"))
         BLAST += [obs(f"blast-{teardown}", "blast", blast(teardown, lib), repeat=r, step=lib) for lib in LIBRARIES]
 
 
