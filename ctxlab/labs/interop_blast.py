@@ -38,19 +38,24 @@ RELEASES = 16  # releases tried past the lab's (zero) retains
 
 SOURCES = {
     "reset-runtime": ("CUDA Runtime API, cudaDeviceReset: 'Destroy all allocations and reset all state on the current "
-                      "device in the current process.' ... 'It is the caller's responsibility to ensure that the "
+                      "device in the current process.'; 'It is the caller's responsibility to ensure that the "
                       "resources are not accessed or passed in subsequent API calls and doing so will result in "
-                      "undefined behavior.' (https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html)"),
-    "release": ("CUDA Driver API, cuDevicePrimaryCtxRelease: 'Releases the primary context interop on the device. ... "
-                "Once the reference count drops to zero, the primary context will be destroyed' "
+                      "undefined behavior.'; 'Any subsequent API call to this device will reinitialize the device.'; "
+                      "'cudaDeviceReset() will not destroy memory allocations by cudaMallocAsync() and "
+                      "cudaMallocFromPoolAsync().' (https://docs.nvidia.com/cuda/cuda-runtime-api/"
+                      "group__CUDART__DEVICE.html)"),
+    "release": ("CUDA Driver API, cuDevicePrimaryCtxRelease: 'The context is automatically reset once the last "
+                "reference to it is released.'; 'Releasing a primary context that has not been previously retained "
+                "will fail with CUDA_ERROR_INVALID_CONTEXT.' "
                 "(https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html)"),
     "primary-reset": ("CUDA Driver API, cuDevicePrimaryCtxReset: 'Destroy all allocations and reset all state on the "
-                      "primary context. ... It is the caller's responsibility to ensure that the primary context is "
-                      "not being accessed by any other host threads from the process when this function is called' "
+                      "primary context.'; 'Note that it is responsibility of the calling function to ensure that no "
+                      "other module in the process is using the device any more.' "
                       "(https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html)"),
-    "destroy": ("CUDA Driver API, cuCtxDestroy: 'Destroys the CUDA context specified by ctx ... It is the "
-                "responsibility of the calling function to ensure that no API call issues using ctx while "
-                "cuCtxDestroy() is executing.' (https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html)"),
+    "destroy": ("CUDA Driver API, cuCtxDestroy: 'Destroys and cleans up all resources associated with the context. "
+                "It is the caller's responsibility to ensure that the context or its resources are not accessed or "
+                "passed in subsequent API calls and doing so will result in undefined behavior.' "
+                "(https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html)"),
 }
 SOURCES["reset-cupy"] = SOURCES["reset-runtime"] + "; through CuPy's own runtime copy"
 AFTERWARDS = "; what each library sees next is not documented: recorded as observed over fresh processes"

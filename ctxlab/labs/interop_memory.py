@@ -3,10 +3,11 @@
 ``ipc``: a separate (non-daemon) interpreter allocates 1..N with cuda.bindings'
 runtime (``cudaMalloc``), CuPy and PyTorch (each after a small array, so the
 exported one may sit inside a larger allocation of the library's pool), exports
-each with ``cudaIpcGetMemHandle``, tries ``cudaIpcOpenMemHandle`` in the same
-process, and hands the 64 handle bytes to a child started with multiprocessing's
-``spawn``: it opens each handle and reads at the returned address and at the
-array's offset inside its allocation (``cuMemGetAddressRange`` in the parent).
+the base of each array's allocation (``cuMemGetAddressRange``; the documentation
+asks for the base) with ``cudaIpcGetMemHandle``, tries ``cudaIpcOpenMemHandle``
+in the same process, and hands the 64 handle bytes to a child started with
+multiprocessing's ``spawn``: it opens each handle and reads at the returned
+address and at the array's offset inside its allocation.
 
 ``vmm`` and ``vmm-torch-expandable``: what ``CU_POINTER_ATTRIBUTE_CONTEXT``
 reports for memory from the virtual memory API (``cuMemCreate``,
@@ -174,7 +175,7 @@ def ipc_main(device: int) -> dict:
             continue
         base, size = check(driver.cuMemGetAddressRange(pointer), "cuMemGetAddressRange")
         offset = pointer - int(base)
-        err, handle = runtime.cudaIpcGetMemHandle(pointer)
+        err, handle = runtime.cudaIpcGetMemHandle(int(base))  # documented: the base of the allocation
         row = {"present": True, "offset": offset, "allocation_size": int(size), "get": err.name, "same": "-"}
         if int(err) == 0:
             same_err, same_ptr = runtime.cudaIpcOpenMemHandle(handle, runtime.cudaIpcMemLazyEnablePeerAccess)
