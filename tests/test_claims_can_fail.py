@@ -16,7 +16,6 @@ from ctxlab.record import LabResult, Observation
 from tests.claim_cases import Case, drop
 from tests.claim_cases.green_fixtures import BY_LAB as GREEN_SYNTHETIC
 from tests.claim_cases.interop import CASES as INTEROP
-from tests.claim_cases.interop_fixtures import INTEROP as INTEROP_SYNTHETIC
 from tests.claim_cases.lifecycle import CASES as LIFECYCLE
 from tests.claim_cases.migrate import CASES as MIGRATE
 from tests.claim_cases.modules import CASES as MODULES
@@ -27,7 +26,7 @@ from tests.conftest import RESULTS
 CASES: dict[str, Case] = {**MIGRATE, **REFCOUNT, **LIFECYCLE, **MODULES, **INTEROP, **PEER}
 UNRECORDED: dict[str, list[Observation]] = {}  # labs no GPU run has recorded yet: their synthetic observations
 # Scenarios of recorded labs that no GPU run has recorded yet: the green ones, and interop's areas 4 to 7.
-SYNTHETIC = {**GREEN_SYNTHETIC, "interop": INTEROP_SYNTHETIC}
+SYNTHETIC = dict(GREEN_SYNTHETIC)
 GREEN_SCENARIOS = {o.scenario for found in SYNTHETIC.values() for o in found}
 CLAIMS = ctxlab.claims()
 JUDGED = [c for c in CLAIMS if c.kind != "observation"]

@@ -100,12 +100,17 @@ def test_a_teardown_child_that_crashes_keeps_the_outcomes_before_it(monkeypatch)
 
 
 def test_vmm_claims_of_a_missing_library_are_skipped():
+    import ctxlab
     from ctxlab.claim import judge
-    from tests.claim_cases.interop_fixtures import MEMORY, obs
+    from ctxlab.record import Observation
+    from tests.conftest import RESULTS
 
-    observations = [o for o in MEMORY if not (o.what == "library allocation" and o.value["library"] == "jax")]
-    observations.append(obs("vmm", "library allocation", {"library": "jax", "present": False,
-                                                          "reason": "jax is not installed"}))
+    (recorded,) = ctxlab.load(RESULTS / "interop.json")
+    observations = [o for o in recorded.observations if o.scenario == "vmm"
+                    and not (o.what == "library allocation" and o.value["library"] == "jax")]
+    observations.append(Observation(step="jax", thread="MainThread", context_id=None, what="library allocation",
+                                    value={"library": "jax", "present": False, "reason": "jax is not installed"},
+                                    scenario="vmm"))
     results = {r.id: r for r in judge(interop.CLAIMS, observations, ["vmm"])}
     assert results["interop.vmm.jax"].verdict == "skipped"
     assert results["interop.vmm.cuda-core"].verdict == "observed"

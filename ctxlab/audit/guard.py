@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ctxlab.audit.engine import NOT_CALLS, Location, Stream, _frames, judge
 
-CREATORS = ("cuCtxCreate", "cuGreenCtxCreate")
+CREATORS = ("cuCtxCreate", "cuGreenCtxCreate", "cuCtxFromGreenCtx")  # a green CUcontext may be made by either
 PRIMARY_MAKERS = ("cuDevicePrimaryCtxRetain",)
 
 

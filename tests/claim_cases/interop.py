@@ -1,9 +1,7 @@
 """Cases for interop's claims (see tests/claim_cases/__init__.py), on the run recorded on the H200.
 
 Exchange claims are judged over every handover of a pair; the fork and start-method claims over the repeats
-of their scenario (``repeat_with`` adds one more repeat whose outcome differs). The claims of areas 4 to 7
-(under another context, IPC) start from the synthetic observations of tests/claim_cases/interop_fixtures.py
-until a GPU run records them. PyTorch's
+of their scenario (``repeat_with`` adds one more repeat whose outcome differs). PyTorch's
 ``__cuda_array_interface__`` is version 2 and names no stream: its reads are recorded, not promised, until the
 interface names the stream (the last PyTorch -> Numba case).
 """
@@ -11,7 +9,6 @@ interface names the stream (the last PyTorch -> Numba case).
 from __future__ import annotations
 
 from tests.claim_cases import Case, edit, repeat_with
-from tests.claim_cases.interop_fixtures import INTEROP
 
 F = "interop.json"
 WRONG = "silent-wrong-result (got 0, expected 1073741824)"
@@ -74,26 +71,15 @@ CASES: dict[str, Case] = {
 }
 
 
-def _under_case(kind: str, lib: str) -> Case:
-    """The runtime's promise: the allocation in the current (created) context, which stays current; right values."""
-    scenario = f"under-{kind}-{lib}"
-    return Case(INTEROP, breaks=[
-        edit("under context", scenario, owner_is="the primary context"),  # the allocation went to the primary
-        edit("under context", scenario, after_kernel_is="the primary context"),  # the kernel moved the thread
-        edit("under context", scenario, kernel=WRONG),  # a wrong value without an error
-        edit("under context", scenario, kernel="CUDA_ERROR_INVALID_HANDLE"),
-    ])
-
-
 def _cuda_core_under_case(kind: str) -> Case:
     """set_current() makes the primary context current: breaks when the created or green one stays."""
     name = {"created": "the created context", "green": "the green context"}[kind]
-    return Case(INTEROP, breaks=[edit("under context", f"under-{kind}-cuda-core", after_alloc_is=name)])
+    return Case(F, breaks=[edit("under context", f"under-{kind}-cuda-core", after_alloc_is=name)])
 
 
 def _ipc_case(source: str) -> Case:
     mine = _source(source)
-    return Case(INTEROP, breaks=[
+    return Case(F, breaks=[
         edit("ipc", "ipc", where=mine, child__open="cudaErrorInvalidResourceHandle"),  # the child cannot open it
         edit("ipc", "ipc", where=mine, child__at_offset=WRONG),  # opened, but not the parent's values
     ])
@@ -104,8 +90,6 @@ def _source(name):
 
 
 CASES.update({
-    "interop.under-created.cupy": _under_case("created", "cupy"),
-    "interop.under-created.torch": _under_case("created", "torch"),
     "interop.under-created.cuda-core": _cuda_core_under_case("created"),
     "interop.under-green.cuda-core": _cuda_core_under_case("green"),
     **{f"interop.ipc.{source}": _ipc_case(source) for source in ("cuda-bindings", "cupy", "torch")},
