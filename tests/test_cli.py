@@ -61,7 +61,7 @@ def test_show_missing_file_exits_2(tmp_path):
 
 
 @pytest.mark.parametrize("args", [["--threads", "0"], ["--threads", "-3"], ["--rounds", "0"],
-                                  ["--threads", "100000"], ["--context", "green"], ["--device", "-1"],
+                                  ["--threads", "100000"], ["--context", "purple"], ["--device", "-1"],
                                   ["--timeout", "0"]])
 def test_migrate_rejects_bad_options(args):
     result = invoke("migrate", *args)

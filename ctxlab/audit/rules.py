@@ -316,6 +316,13 @@ def green_context_on_two_threads(s: Stream) -> list[Hit]:
     from ctxlab.audit.guard import primary_handles
 
     greens = {e["context"]: e for e in s.observed if e.get("name") == GREEN_CONTEXT and e.get("context")}
+    # CUPTI names the context current in a green context by a handle of its own: on the H200 (driver 580), a
+    # context created inside cuGreenCtxCreate besides the one cuCtxFromGreenCtx returns. Both count as green.
+    for made in s.resources:
+        if made.get("name") == "CONTEXT_CREATED" and made.get("context") and made["context"] not in greens:
+            maker = s.enclosing(made, ("cuGreenCtxCreate",))
+            if maker is not None:
+                greens[made["context"]] = {**maker, "green_of": "cuGreenCtxCreate"}
     if not greens:
         return []
     for handle in primary_handles(s.events) & set(greens):
@@ -338,7 +345,9 @@ def green_context_on_two_threads(s: Stream) -> list[Hit]:
                     continue
                 seen.add(pair)
                 made = greens[handle]
-                hits.append(Hit(b, f"green context {handle:#x} (CUgreenCtx {made.get('green', 0):#x}) became current "
+                what = ("made by cuGreenCtxCreate" if made.get("green_of") else
+                        f"cuCtxFromGreenCtx's handle {made.get('green', 0):#x}")
+                hits.append(Hit(b, f"green context {handle:#x} ({what}) became current "
                                    f"on thread {_thread(b)} with {b['name']} while current on thread {_thread(a)} "
                                    f"(since its {a['name']}, until at least its call ending "
                                    f"{(a_end - b_start) / 1e3:.1f} us later). The Driver API allows a green context "
@@ -432,7 +441,10 @@ RULES: tuple[Rule, ...] = (
          "it: both threads' calls run. Hand the green context over (pop it, then push it on the other thread), "
          "or give each thread its own green context.",
          "migrate.green-one-thread-at-a-time", green_context_on_two_threads,
-         "Knows a green context by the CUcontext cuCtxFromGreenCtx returned while tracing. A thread holds it "
+         "Knows a green context by the CUcontext cuCtxFromGreenCtx returned while tracing and by the contexts "
+         "created inside cuGreenCtxCreate (CUPTI names the current green context by one of those, not by "
+         "cuCtxFromGreenCtx's handle, on driver 580); green contexts made before tracing began are not known. "
+         "A thread holds it "
          "from the first call that ran with it current to the last one before a call with another context: "
          "a thread that made it current and then makes no call is not seen holding it, and thread exits are not "
          "seen. A green context whose handle equals the primary context's is not judged."),
