@@ -72,6 +72,8 @@ OTHER_KINDS = {
         lambda d: set(d) == {"claims"} and all({"id", "kind", "scenarios"} <= c.keys() for c in d["claims"]),
     "benchmark figures: processes starting CUDA at once (benchmarks/context_contention.py)":
         lambda d: {"environment", "rounds", "batches"} <= d.keys(),
+    "benchmark figures: what ctxlab audit costs a whole program (benchmarks/audit_overhead.py)":
+        lambda d: set(d) == {"environment", "programs"} and all("ratio" in p for p in d["programs"]),
     "timings of ctxlab check (wall seconds, per lab)":
         lambda d: {"wall_seconds", "labs"} <= d.keys() and "schema" not in d,
 }
