@@ -33,6 +33,19 @@ files=()
 for m in "${modules[@]}"; do
   if [ -f "$src/$m.py" ]; then cp "$src/$m.py" "$work/" && files+=("$m.py"); else echo "guard-numba: no $m.py in $src" >&2; fi
 done
+# Their fixtures (initialize_from_pytest_config) and options live in numba-cuda's conftest.py: the nearest one
+# above the tests comes along.
+conftest=$(python3 - "$src" <<'PY'
+import os, sys
+here = sys.argv[1]
+for _ in range(5):
+    if os.path.isfile(os.path.join(here, "conftest.py")):
+        print(os.path.join(here, "conftest.py"))
+        break
+    here = os.path.dirname(here)
+PY
+)
+if [ -n "$conftest" ]; then cp "$conftest" "$work/conftest.py"; else echo "guard-numba: no conftest.py above $src" >&2; fi
 python3 -c "from importlib.metadata import version; print('numba-cuda', version('numba-cuda'))" > "$out/guard-numba-versions.txt" 2>&1
 # Where ctxlab is installed its pytest11 entry point loads the plugin; from the source tree, -p loads it.
 plugin=$(python3 -c "from importlib.metadata import entry_points
