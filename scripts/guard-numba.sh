@@ -46,6 +46,18 @@ for _ in range(5):
 PY
 )
 if [ -n "$conftest" ]; then cp "$conftest" "$work/conftest.py"; else echo "guard-numba: no conftest.py above $src" >&2; fi
+if ! grep -q "def initialize_from_pytest_config" "$work/conftest.py" 2>/dev/null; then
+  # The wheel ships no conftest with it: the one fixture the tests ask for (it only passes pytest's
+  # --dump-failed-filechecks option to the FileCheck tests) is declared here, with that option off.
+  cat >> "$work/conftest.py" <<'PY'
+import pytest
+
+
+@pytest.fixture(scope="class")
+def initialize_from_pytest_config(request):
+    request.cls._dump_failed_filechecks = False
+PY
+fi
 python3 -c "from importlib.metadata import version; print('numba-cuda', version('numba-cuda'))" > "$out/guard-numba-versions.txt" 2>&1
 # Where ctxlab is installed its pytest11 entry point loads the plugin; from the source tree, -p loads it.
 plugin=$(python3 -c "from importlib.metadata import entry_points
