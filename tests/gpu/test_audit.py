@@ -210,9 +210,8 @@ def test_the_guard_on_numba_cudas_own_driver_tests(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     cases = list(ET.parse(os.path.join(out, "guard-numba.junit.xml")).getroot().iter("testcase"))
     assert cases, done.stdout
-    # Tests that could not even be imported (a missing test dependency) say nothing about the guard.
-    ran = [c for c in cases if not any("ModuleNotFoundError" in (e.text or "") + (e.get("message") or "")
-                                       or "ImportError" in (e.text or "") + (e.get("message") or "")
-                                       for e in c.iter("error"))]
-    assert ran, open(os.path.join(out, "guard-numba.log")).read()[-3000:]
+    # Tests that could not be imported or set up (a missing test dependency or fixture) say nothing about the
+    # guard: some must have run through and passed it.
+    passed = [c for c in cases if all(c.find(tag) is None for tag in ("failure", "error", "skipped"))]
+    assert passed, open(os.path.join(out, "guard-numba.log")).read()[-3000:]
     print(open(os.path.join(out, "guard-numba-summary.txt")).read())
