@@ -563,7 +563,30 @@ def _audit_help() -> str:
     return AUDIT_HELP.format(rules=rules)
 
 
-@cli.command(help=_audit_help(), context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+class LazyHelpCommand(click.Command):
+    """A command whose help text is built when it is shown: ``audit``'s lists the rules, and importing them
+    for every ``ctxlab --help`` would cost start-up time (the short help in the command list is given)."""
+
+    def __init__(self, *args, help_text, **kwargs):
+        self._help_text = help_text
+        self._help: str | None = None
+        super().__init__(*args, **kwargs)
+
+    @property  # type: ignore[override]
+    def help(self) -> str | None:
+        """The help text, built the first time it is asked for."""
+        if self._help is None:
+            self._help = self._help_text()
+        return self._help
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        pass  # click offers the function's docstring: the help is help_text's
+
+
+@cli.command(cls=LazyHelpCommand, help_text=_audit_help,
+             short_help="Run a Python program under the tracer and report CUDA context hazards.",
+             context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "junit", "sarif"]), default="table",
               show_default=True,
               help="A table for people, JSON (schema ctxlab-audit/1), JUnit XML (a test case per rule) or SARIF "

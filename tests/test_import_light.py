@@ -21,3 +21,19 @@ def test_import_and_help_load_no_cuda_module_or_library():
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60, check=True)
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found == {"modules": [], "libraries": []}
+
+
+def test_help_loads_neither_the_audit_nor_a_lab_and_audit_help_still_lists_every_rule():
+    probe = ("import json, sys\nfrom click.testing import CliRunner\nimport ctxlab.cli\n"
+             "CliRunner().invoke(ctxlab.cli.cli, ['--help'])\n"
+             "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('ctxlab.audit', 'ctxlab.labs.')))))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    from click.testing import CliRunner
+
+    from ctxlab.audit.rules import RULES
+    from ctxlab.cli import cli
+
+    shown = CliRunner().invoke(cli, ["audit", "--help"]).output
+    assert all(rule.id in shown for rule in RULES)
+    assert "Run a Python program under the tracer" in CliRunner().invoke(cli, ["--help"]).output

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-from ctxlab.lab import Lab
+if TYPE_CHECKING:  # the registry's names are read by the CLI at start-up: the lab model loads with a lab
+    from ctxlab.lab import Lab
 
 LABS = {
     "migrate": "ctxlab.labs.migrate",
@@ -28,6 +30,8 @@ def get_lab(name: str, registry: dict[str, str] | None = None) -> Lab:
     registry = registry or LABS
     if name not in registry:
         raise UnknownLab(f"unknown lab {name!r}: choose from {', '.join(registry)}")
+    from ctxlab.lab import Lab
+
     module, _, attribute = registry[name].partition(":")
     lab = getattr(importlib.import_module(module), attribute or "LAB")
     if not isinstance(lab, Lab):
