@@ -572,7 +572,7 @@ class LazyHelpCommand(click.Command):
         self._help: str | None = None
         super().__init__(*args, **kwargs)
 
-    @property  # type: ignore[override]
+    @property
     def help(self) -> str | None:
         """The help text, built the first time it is asked for."""
         if self._help is None:
