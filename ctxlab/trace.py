@@ -329,7 +329,10 @@ class Tracer:
                 if hooked is not None:
                     if isinstance(data, int):
                         data = self._cupti.CallbackData.from_ptr(data)
-                    hooked[0](self, data)
+                    try:
+                        hooked[0](self, data)
+                    except Exception:  # the call is still recorded; the report counts what the hooks missed
+                        self.stats["hook_errors"] = self.stats.get("hook_errors", 0) + 1
                     if not hooked[1]:
                         return
             kind = self._domain_names.get(domain)

@@ -156,3 +156,31 @@ def test_green_context_handed_over_on_the_h200_events_is_quiet():
         if e.get("end"):
             e["end"] += shift
     assert not [f for f in judge(events) if f.rule == "green-context-on-two-threads"]
+
+
+def with_foreign_pointer(events: list[dict], owner: int) -> list[dict]:
+    """The H200 events, with the primary context made first and a launch in the green context (as CUPTI names
+    it) whose argument points into memory of ``owner``."""
+    main = next(e for e in events if e["name"] == "cuDeviceGet")
+    green_current = next(e["context"] for e in events if e["name"] == "cuCtxSynchronize")
+    t = main["end"] + 10
+    retain = {**main, "name": "cuDevicePrimaryCtxRetain", "start": t, "end": t + 100, "context": 0}
+    made = {"domain": "resource", "name": "CONTEXT_CREATED", "thread": main["thread"], "tid": main["tid"],
+            "context": 0x5000, "start": t + 50}
+    sync = next(e for e in events if e["name"] == "cuCtxSynchronize")
+    launch = {"domain": "audit", "name": FOREIGN_POINTER, "thread": sync["thread"], "tid": sync["tid"],
+              "context": green_current, "owner": owner, "function": 0x77, "pointer": 0x7F0000001000, "size": 4096,
+              "offset": 0, "parameter": 0, "launch": "cuLaunchKernel", "start": sync["start"] - 5}
+    return sorted([*events, retain, made, launch], key=lambda e: e["start"])
+
+
+def test_a_green_kernel_reading_primary_memory_is_quiet_with_the_handle_cupti_gives():
+    # CUPTI names the green context by a context made inside cuGreenCtxCreate: that one is green too
+    assert not [f for f in judge(with_foreign_pointer(recorded_green_events(), owner=0x5000))
+                if f.rule == "pointer-from-another-context"]
+
+
+def test_a_green_kernel_reading_another_created_contexts_memory_is_reported():
+    found = [f for f in judge(with_foreign_pointer(recorded_green_events(), owner=0x6000))
+             if f.rule == "pointer-from-another-context"]
+    assert len(found) == 1 and "0x6000" in found[0].message

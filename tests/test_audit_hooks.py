@@ -196,3 +196,28 @@ def test_the_tracer_calls_a_hook_first_and_records_only_the_functions_it_selecte
     tracer._hooks = {(1, 307): (tracer.hooks["cuLaunchKernel"], False)}
     tracer._callback(None, 1, 307, "data")
     assert seen == [(tracer, "data")] and tracer.stats["callbacks"] == 0 and not tracer._entered
+
+
+def test_a_destroyed_context_takes_its_allocations_out_of_the_map(setup):
+    hooks, mem, tracer = setup
+    allocate(hooks, mem, tracer, BASE_A, 4096, PRIMARY)
+    allocate(hooks, mem, tracer, BASE_B, 64, CREATED)
+    destroy = hooks.tracer_hooks()["cuCtxDestroy_v2"]
+    destroy(tracer, mem.callback(mem.u64s(CREATED), 1, PRIMARY, status=1))  # it failed: nothing changes
+    assert hooks.allocations.find(BASE_B)[2] == CREATED
+    destroy(tracer, mem.callback(mem.u64s(CREATED), 1, PRIMARY))
+    assert hooks.allocations.find(BASE_B) is None and hooks.allocations.find(BASE_A)[2] == PRIMARY
+    assert hooks.allocations.owners == {PRIMARY: 1}
+
+
+def test_a_hook_that_raises_is_counted_and_never_reaches_the_driver():
+    from ctxlab.trace import Tracer
+
+    def broken(t, data):
+        raise IndexError("hook bug")
+
+    tracer = Tracer(hooks={"cuLaunchKernel": broken})
+    tracer._domain_names = {}  # the recording part has nothing to do here
+    tracer._hooks = {(1, 307): (broken, True)}
+    tracer._callback(None, 1, 307, "data")
+    assert tracer.stats["hook_errors"] == 1

@@ -65,3 +65,14 @@ def test_peer_is_a_lab_check_runs_and_a_command():
     assert result.exit_code == 0 and "Needs 2 GPUs" in " ".join(result.output.split())
     listed = CliRunner().invoke(cli, ["claims", "--lab", "peer", "--format", "json"])
     assert listed.exit_code == 0 and "peer.access-follows-context" in listed.output
+
+
+def test_set_device_per_thread_is_skipped_when_thread_a_already_ran_on_the_device_it_sets():
+    import ctxlab
+    from tests.claim_cases import edit
+    from tests.conftest import RESULTS
+
+    (run,) = ctxlab.load(RESULTS / "peer.json")
+    observations = edit("thread devices", "thread-devices", a_start=1)(list(run.observations))
+    (result,) = [r for r in judge(lab.CLAIMS, observations, list(run.timings)) if r.id == "peer.set-device-per-thread"]
+    assert result.verdict == "skipped" and "cannot tell a per-thread device" in result.evidence

@@ -52,6 +52,7 @@ ALLOCATIONS: dict[str, str] = {
 }
 FREES = ("cuMemFree_v2", "cuMemFreeAsync", "cuMemFreeAsync_ptsz")  # dptr is the first member (a value)
 GREEN = "cuCtxFromGreenCtx"  # (CUcontext *pContext, CUgreenCtx hCtx)
+DESTROY = "cuCtxDestroy_v2"  # (CUcontext ctx)
 # CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE (cuda.h)
 _END, _BUFFER_POINTER, _BUFFER_SIZE = 0, 1, 2
 MAX_PARAMS = 1024
@@ -110,13 +111,22 @@ class Allocations:
 
     def find(self, address: int) -> tuple[int, int, int, int] | None:
         """The allocation holding ``address``, or None."""
-        items = self._items
-        i = bisect.bisect_right(items, (address, 1 << 64))
-        if i:
-            item = items[i - 1]
-            if item[0] <= address < item[1]:
-                return item
+        with self._lock:  # another thread may be adding or freeing
+            items = self._items
+            i = bisect.bisect_right(items, (address, 1 << 64))
+            if i:
+                item = items[i - 1]
+                if item[0] <= address < item[1]:
+                    return item
         return None
+
+    def drop_context(self, context: int) -> None:
+        """Every allocation of ``context``: it was destroyed, and its memory with it."""
+        with self._lock:
+            kept = [item for item in self._items if item[2] != context]
+            if len(kept) != len(self._items):
+                self._items = kept
+                self.owners.pop(context, None)
 
 
 def cuda_param_sizes(function: int) -> tuple[int, ...]:
@@ -154,6 +164,7 @@ class AuditHooks:
             hooks[name] = self._allocation_hook(how)
         for name in FREES:
             hooks[name] = self._free
+        hooks[DESTROY] = self._destroy
         hooks[GREEN] = self._green
         return hooks
 
@@ -179,6 +190,10 @@ class AuditHooks:
     def _free(self, tracer, data) -> None:
         if data.callback_site == ENTER:
             self.allocations.free(_u64(_u64(data.ptr + FUNCTION_PARAMS)))
+
+    def _destroy(self, tracer, data) -> None:
+        if data.callback_site == EXIT and _status_ok(data):  # (CUcontext ctx): its memory is gone with it
+            self.allocations.drop_context(_u64(_u64(data.ptr + FUNCTION_PARAMS)))
 
     # ---- green contexts
     def _green(self, tracer, data) -> None:

@@ -252,12 +252,26 @@ def _allocation_call(s: Stream, correlation: object, owner: int) -> dict | None:
     return found
 
 
+def green_contexts(s: Stream) -> dict[int, dict]:
+    """Every CUcontext handle that stands for a green context, with the event that made it known.
+
+    CUPTI names the context current in a green context by a handle of its own: on the H200 (driver 580), a
+    context created inside cuGreenCtxCreate besides the one cuCtxFromGreenCtx returns. Both count as green."""
+    greens = {e["context"]: e for e in s.observed if e.get("name") == GREEN_CONTEXT and e.get("context")}
+    for made in s.resources:
+        if made.get("name") == "CONTEXT_CREATED" and made.get("context") and made["context"] not in greens:
+            maker = s.enclosing(made, ("cuGreenCtxCreate",))
+            if maker is not None:
+                greens[made["context"]] = {**maker, "green_of": "cuGreenCtxCreate"}
+    return greens
+
+
 def pointer_from_another_context(s: Stream) -> list[Hit]:
     """A kernel argument holding an address inside memory another context allocated (read by the audit's
     launch hook); not between a green context and the primary context, which share memory by design."""
     from ctxlab.audit.guard import primary_handles
 
-    greens = {e.get("context") for e in s.observed if e.get("name") == GREEN_CONTEXT}
+    greens = set(green_contexts(s))
     shared = greens | primary_handles(s.events) if greens else set()
     destroyed = {e.get("context"): e for e in s.resources if e.get("name") == "CONTEXT_DESTROY_STARTING"}
     hits, seen = [], set()
@@ -315,14 +329,7 @@ def green_context_on_two_threads(s: Stream) -> list[Hit]:
     """The same green context current on two threads at overlapping times (the driver does not stop it)."""
     from ctxlab.audit.guard import primary_handles
 
-    greens = {e["context"]: e for e in s.observed if e.get("name") == GREEN_CONTEXT and e.get("context")}
-    # CUPTI names the context current in a green context by a handle of its own: on the H200 (driver 580), a
-    # context created inside cuGreenCtxCreate besides the one cuCtxFromGreenCtx returns. Both count as green.
-    for made in s.resources:
-        if made.get("name") == "CONTEXT_CREATED" and made.get("context") and made["context"] not in greens:
-            maker = s.enclosing(made, ("cuGreenCtxCreate",))
-            if maker is not None:
-                greens[made["context"]] = {**maker, "green_of": "cuGreenCtxCreate"}
+    greens = green_contexts(s)
     if not greens:
         return []
     for handle in primary_handles(s.events) & set(greens):

@@ -64,8 +64,10 @@ SLOTS = threading.BoundedSemaphore(max(1, os.cpu_count() or 1))
 
 # The driver creates and destroys contexts one process at a time (benchmarks/context_contention.py: on an
 # H200, N processes making their first contexts together take N times as long as one). Past a few children
-# at once they only wait, and burn CPU waiting: ctxlab check with 16 children took 28.1 s and 105 s of
-# children's CPU, with 8 children 23.4 s and 55 s (labs/results/check-profile-wave1-jobs*.txt).
+# at once they only wait, and burn CPU waiting (labs/results/speed/check-profile-wave1-jobs*.txt, the four
+# wave-1 labs on one H200: 4 children 23.4 s and 55 s of children's CPU, 8 children 24.9 s and 70 s,
+# 16 children 28.0 s and 105 s; the five labs of that time, interop's heavier children among them: 4 children
+# 49.3 s, 8 children 31.3 s, labs/results/check-profile-jobs4.txt and -jobs8.txt).
 MOST_CHILDREN_BY_DEFAULT = 8
 
 

@@ -522,9 +522,10 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
 
     ``prewake``: each thread nudges the next one as its handoff begins (see Choreography), so the next
     thread's wake-up overlaps this handoff's work. By default only with more than 2 threads: with 2, the
-    next thread is the one that has just handed over, awake already, and the nudge only costs
-    (labs/results/handoff_breakdown.json: 2 threads 14,363 verified/s with it, 18,446 without; 32 threads
-    8,124 with, 7,437 without)."""
+    next thread is the one that has just handed over, awake already, and the nudge only costs (two runs on
+    two H200s, labs/results/handoff_breakdown-run1.json and handoff_breakdown.json, verified handoffs/s with
+    and without it: 2 threads 14,363 / 18,446 and 14,658 / 18,229; 32 threads 8,124 / 7,437 and 7,813 / 7,298;
+    at 8 threads it is noise: 9,782 / 9,581 and 11,038 / 11,494)."""
     if prewake is None:
         prewake = threads > 2
     from ctxlab.cuda import driver as drv

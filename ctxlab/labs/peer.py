@@ -24,7 +24,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from ctxlab.claim import Claim, Observations, one, repeats, silent_wrong, some, spread
+from ctxlab.claim import Claim, Inapplicable, Observations, one, repeats, silent_wrong, some, spread
 from ctxlab.lab import Lab, LabOptions, Scenario
 
 NAME = "peer"
@@ -82,11 +82,15 @@ def _facts_enable(obs: Observations) -> dict:
 
 def _facts_follows(obs: Observations) -> dict:
     found = some([o for o in obs if o.scenario in HANDOFF], "peer after handoff")
+    # The threads are the recorder's: the thread each observation was made on.
+    enabled_on: dict[str | None, str] = {o.scenario: o.thread for o in obs
+                                         if o.scenario in HANDOFF and o.what == "peer enabled"}
     return {"kinds": len(found),
-            "detail": "; ".join(f"{_kind(o)}: enabled on {o.value['enabled_on']}, used on {o.thread} (current: "
-                                f"{'A' if o.value['current_is_a'] else 'not A'}): kernel read {o.value['kernel']}, "
-                                f"enable again {o.value['enable_again']}" for o in found),
-            "moved": all(o.thread != o.value["enabled_on"] and o.value["current_is_a"] for o in found),
+            "detail": "; ".join(f"{_kind(o)}: enabled on {enabled_on.get(o.scenario, 'no thread recorded')}, used "
+                                f"on {o.thread} (current: {'A' if o.value['current_is_a'] else 'not A'}): kernel "
+                                f"read {o.value['kernel']}, enable again {o.value['enable_again']}" for o in found),
+            "moved": all(enabled_on.get(o.scenario) not in (None, o.thread) and o.value["current_is_a"]
+                         for o in found),
             "kernels_correct": all(o.value["kernel"] == "correct" for o in found),
             "still_enabled": all(o.value["enable_again"] == ALREADY for o in found)}
 
@@ -123,9 +127,12 @@ def _facts_reset(obs: Observations) -> dict:
 
 def _facts_set_device(obs: Observations) -> dict:
     v = one(obs, "thread devices", THREADS).value
+    if v["a_start"] == v["set_device"]:  # A's call changed nothing: nothing could reach B
+        raise Inapplicable(f"{THREADS}: thread A started on device {v['set_device']}, the device it then set: "
+                           "the run cannot tell a per-thread device from a per-process one")
     # A's choice stays A's; B keeps the device a thread starts with (A's own before its call).
     return {**v, "unchanged": v["a_after_set"] == v["a_end"] == v["set_device"]
-            and v["b_start"] == v["b_end"] == v["a_start"] != v["set_device"]}
+            and v["b_start"] == v["b_end"] == v["a_start"]}
 
 
 def _facts_primaries(obs: Observations) -> dict:
@@ -145,8 +152,8 @@ CLAIMS = (
           "{calls} (cuDeviceCanAccessPeer there and back: {can_access})",
           lambda f: all(first == ENABLED and second == ALREADY for first, second in f["all"])),
     Claim("peer.access-follows-context",
-          "Peer access belongs to the context that enabled it: after the context is popped on one thread and pushed "
-          "on another, a kernel it launches there reads the peer GPU's memory, and enabling again reports it "
+          "Peer access a context enabled stays usable by that context after it is popped on one thread and pushed "
+          "on another: a kernel it launches there reads the peer GPU's memory, and enabling again reports it "
           "already enabled.", FOLLOWS_SOURCE, "promise", HANDOFF, _facts_follows, "{detail}",
           lambda f: f["moved"] and f["kernels_correct"] and f["still_enabled"]),
     Claim("peer.copies-between-contexts",
@@ -311,7 +318,7 @@ def handoff(device: int, kind: str) -> dict:
 
     def t2(_):
         drv.push(s["a"])
-        value = {"kind": kind, "enabled_on": "T1", "current_is_a": drv.current().handle == s["a"],
+        value = {"kind": kind, "current_is_a": drv.current().handle == s["a"],
                  "kernel": checked(lambda: _kernel_read(s["probe"], s["src"]), VALUE),
                  "memcpy_peer": checked(lambda: _copy_peer(s["a"], s["src"], s["p"]), VALUE),
                  "dtod": checked(lambda: _copy_dtod(s["src"]), VALUE)}

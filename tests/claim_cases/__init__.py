@@ -67,6 +67,19 @@ def edit(what: str, scenario: str | None = None, where: Callable[[Any], bool] | 
     return apply
 
 
+def on_thread(what: str, scenario: str, thread: str) -> Edit:
+    """Say the matching observations were made on ``thread`` (the recorder's thread name)."""
+
+    def apply(observations: list[Observation]) -> list[Observation]:
+        out = [dataclasses.replace(o, thread=thread) if _matches(o, what, scenario, None) else o
+               for o in observations]
+        if out == observations:
+            raise LookupError(f"the case moves {what!r} in {scenario!r}, which the fixture does not hold")
+        return out
+
+    return apply
+
+
 def change(what: str, scenario: str | None, fn: Callable[[dict], dict]) -> Edit:
     """Set fields computed from each matching observation's own value (``fn(value) -> fields``): for
     edits that copy one recorded handle over another, whatever the run recorded."""

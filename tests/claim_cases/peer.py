@@ -1,7 +1,7 @@
 """Cases for the peer lab's claims (see tests/claim_cases/__init__.py), starting from the run recorded on two
 H200s (labs/results/peer.json)."""
 
-from tests.claim_cases import Case, edit
+from tests.claim_cases import Case, edit, on_thread
 
 SILENT = "silent-wrong-result (got -1, expected 15260499509249)"
 
@@ -15,7 +15,7 @@ CASES: dict[str, Case] = {
         edit("peer after handoff", "peer-handoff-primary", kernel=SILENT),
         edit("peer after handoff", "peer-handoff-created", enable_again="CUDA_SUCCESS"),
         edit("peer after handoff", "peer-handoff-primary", current_is_a=False),
-        edit("peer after handoff", "peer-handoff-created", enabled_on="T2"),
+        on_thread("peer after handoff", "peer-handoff-created", "T1"),  # used on the thread that enabled it
     ]),
     "peer.copies-between-contexts": Case("peer.json", breaks=[
         edit("peer after handoff", "peer-handoff-created", memcpy_peer="CUDA_ERROR_INVALID_VALUE"),
