@@ -94,6 +94,8 @@ def main() -> int:
     args = parser.parse_args()
     if not 1 <= args.rounds <= 20:
         parser.error("--rounds must be between 1 and 20")
+    if args.device < 0:
+        parser.error("--device must be a GPU index (0 or more)")
     from ctxlab.cuda.environment import NoGpu, capture, device_count
 
     try:

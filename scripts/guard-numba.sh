@@ -62,6 +62,10 @@ python3 -c "from importlib.metadata import version; print('numba-cuda', version(
 # Where ctxlab is installed its pytest11 entry point loads the plugin; from the source tree, -p loads it.
 plugin=$(python3 -c "from importlib.metadata import entry_points
 print('' if any(e.value == 'ctxlab.audit.pytest_plugin' for e in entry_points(group='pytest11')) else '-p ctxlab.audit.pytest_plugin')")
+if [ ${#files[@]} -eq 0 ]; then
+  echo "guard-numba: none of the named test modules is in $src" >&2
+  exit 2
+fi
 junit="$out/guard-numba.junit.xml"
 rm -f "$junit"
 # A module that cannot be imported (a test dependency missing) is reported, and the others still run.

@@ -50,3 +50,13 @@ def nap(seconds):
     """Waits ``seconds`` without using the CPU."""
     time.sleep(seconds)
     return "slept"
+
+
+def hang_with_grandchild(pid_file):
+    """Starts a program that would outlive this child, writes its pid, then hangs."""
+    import subprocess
+
+    grandchild = subprocess.Popen(["sleep", "120"])
+    with open(pid_file, "w") as handle:
+        handle.write(str(grandchild.pid))
+    time.sleep(120)

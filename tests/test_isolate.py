@@ -64,3 +64,25 @@ def test_a_child_that_raises_still_reports_its_usage():
     with pytest.raises(IsolatedFailure):
         run_isolated("tests.isolate_targets:fail", timeout=60, on_usage=spent.append)
     assert len(spent) == 1 and spent[0].cpu >= 0
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] == "Z"  # a zombie nobody reaped yet is dead
+    except FileNotFoundError:
+        return True
+
+
+def test_a_child_killed_at_its_timeout_takes_the_processes_it_started_with_it(tmp_path):
+    import time
+
+    pid_file = tmp_path / "grandchild.pid"
+    with pytest.raises(IsolatedFailure) as failure:
+        run_isolated("tests.isolate_targets:hang_with_grandchild", str(pid_file), timeout=3)
+    assert failure.value.kind == "timeout"
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(pid)

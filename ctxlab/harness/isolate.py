@@ -14,6 +14,7 @@ import importlib
 import multiprocessing
 import os
 import resource
+import signal
 import tempfile
 import time
 import traceback
@@ -38,8 +39,9 @@ def report_progress(done: int, total: int) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class ChildUsage:
-    """What a child spent: when it began running the target (``time.perf_counter``, the system-wide
-    monotonic clock on Linux, so comparable with the parent's) and its CPU seconds (user + system)."""
+    """What a child spent: when it began (``time.perf_counter``, the system-wide monotonic clock on Linux, so
+    comparable with the parent's), before importing the target's module, and its own CPU seconds (user +
+    system; not those of programs it started in turn)."""
 
     entered: float
     cpu: float
@@ -77,6 +79,7 @@ def _mp(fresh: bool = False):
 def _child(target: str, args: tuple, kwargs: dict, conn, log_path: str, env: dict, progress_conn) -> None:
     global _progress_conn
     entered = time.perf_counter()
+    os.setpgrp()  # a group of its own: a child killed at its timeout takes the processes it started with it
     _progress_conn = progress_conn
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(fd, 1)
@@ -130,7 +133,7 @@ def run_isolated(target: str, *args: Any, timeout: float = 60.0, env: dict | Non
         if message is None and not timed_out:
             process.join(5)  # the pipe closed: the child is dying; let it be reaped
         if message is None and process.is_alive():
-            process.kill()
+            _kill(process)
             process.join(5)
             raise IsolatedFailure("timeout", f"{target} did not finish within {timeout:g} s", _read(log_path))
         process.join(max(1.0, deadline - time.monotonic()))
@@ -150,8 +153,16 @@ def run_isolated(target: str, *args: Any, timeout: float = 60.0, env: dict | Non
         parent.close()
         progress_in.close()
         if process.is_alive():
-            process.kill()
+            _kill(process)
         Path(log_path).unlink(missing_ok=True)
+
+
+def _kill(process) -> None:
+    """Kill the child and every process of its group (an interpreter or program it started)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # it had not made its group yet
+        process.kill()
 
 
 def _await_answer(process, answers, progress, deadline: float, on_progress) -> tuple[Any, bool]:

@@ -57,7 +57,8 @@ class Scheduled:
 
     @property
     def spawn(self) -> float | None:
-        """Seconds from starting the child to its running the scenario: fork or spawn, imports, unpickling."""
+        """Seconds from starting the child to its first line of work: the fork (or a spawned interpreter's
+        start-up) and unpickling the call; the scenario module's own imports come after and count as its time."""
         return None if self.entered is None else max(0.0, self.entered - self.started)
 
 
