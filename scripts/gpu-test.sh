@@ -8,12 +8,7 @@ out=${1:?usage: scripts/gpu-test.sh OUTDIR [pytest args]}
 shift
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
-export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/ctxlab-site .whl/*.whl
-  export PYTHONPATH=/tmp/ctxlab-site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+. scripts/gpu-env.sh
 status=0
 nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1
 python3 -m ctxlab doctor || status=1

@@ -2,22 +2,17 @@
 # On a GPU machine: the speed figures (check's wall time with --profile, what
 # processes starting CUDA at once cost each other, the handoff benchmark against
 # the native relay), written to the folder given.
-#   scripts/speed-figures.sh OUTDIR [JOBS...]     (JOBS: pool widths to time check at; default: the cores)
+#   scripts/speed-figures.sh OUTDIR [JOBS...]     (JOBS: pool widths to time check at; default: 8, check's own default)
 set -uo pipefail
 out=${1:?usage: scripts/speed-figures.sh OUTDIR [JOBS...]}
 shift
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
-export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/ctxlab-site .whl/*.whl
-  export PYTHONPATH=/tmp/ctxlab-site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+. scripts/gpu-env.sh
 status=0
 python3 benchmarks/context_contention.py --json "$out/context_contention.json" 2>&1 | tee "$out/context_contention.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-for jobs in "${@:-$(nproc)}"; do
+for jobs in "${@:-8}"; do
   python3 -m ctxlab check --only migrate,refcount,lifecycle,modules --jobs "$jobs" --profile \
     --json "$out/check-wave1-jobs$jobs.json" 2>&1 | tee "$out/check-profile-wave1-jobs$jobs.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1

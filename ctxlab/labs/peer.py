@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from ctxlab.claim import Claim, Inapplicable, Observations, one, repeats, silent_wrong, some, spread
 from ctxlab.lab import Lab, LabOptions, Scenario
@@ -193,6 +193,24 @@ def _skipped(scenario: str, why: str) -> dict:
     return scenario_output(rec)
 
 
+class Start(NamedTuple):
+    """A two-GPU scenario under way: the lab's GPU, the peer GPU, the scenario's recorder."""
+
+    dev: int
+    peer: int
+    rec: Any
+
+
+def _start(scenario: str, device: int) -> Start | dict:
+    """The pair of GPUs and the recorder, or the skipped scenario's output where this machine cannot run it."""
+    from ctxlab.labs.common import cuda_recorder
+
+    pair, why = pair_or_reason(device)
+    if pair is None:
+        return _skipped(scenario, str(why))
+    return Start(pair[0], pair[1], cuda_recorder(scenario=scenario))
+
+
 def pair_or_reason(device: int, need_access: bool = True) -> tuple[tuple[int, int] | None, str | None]:
     """``((device, peer), None)``: the lab's GPU and the next one; or ``(None, why)`` where the pair cannot run."""
     from ctxlab.cuda.environment import device_count
@@ -291,14 +309,12 @@ def handoff(device: int, kind: str) -> dict:
     from ctxlab.cuda.kernels import ProbeModule
     from ctxlab.cuda.outcome import checked
     from ctxlab.harness.threads import Choreography, Step
-    from ctxlab.labs.common import cuda_recorder, scenario_output
+    from ctxlab.labs.common import scenario_output
 
-    scenario = f"peer-handoff-{kind}"
-    pair, why = pair_or_reason(device)
-    if pair is None:
-        return _skipped(scenario, str(why))
-    dev, peer = pair
-    rec = cuda_recorder(scenario=scenario)
+    started = _start(f"peer-handoff-{kind}", device)
+    if isinstance(started, dict):
+        return started
+    dev, peer, rec = started
     s: dict = {}
 
     def t1(_):
@@ -335,14 +351,12 @@ def without_access(device: int, variant: str) -> dict:
     from ctxlab.cuda import driver as drv
     from ctxlab.cuda.kernels import ProbeModule
     from ctxlab.cuda.outcome import checked
-    from ctxlab.labs.common import cuda_recorder, scenario_output
+    from ctxlab.labs.common import scenario_output
 
-    scenario = f"peer-{variant}"
-    pair, why = pair_or_reason(device)
-    if pair is None:
-        return _skipped(scenario, str(why))
-    dev, peer = pair
-    rec = cuda_recorder(scenario=scenario)
+    started = _start(f"peer-{variant}", device)
+    if isinstance(started, dict):
+        return started
+    dev, peer, rec = started
     p = drv.create_context(peer)
     p_src = _holding(VALUE)
     drv.pop()
@@ -370,14 +384,12 @@ def primary_reset(device: int, which: str) -> dict:
     from ctxlab.cuda import driver as drv
     from ctxlab.cuda.kernels import ProbeModule
     from ctxlab.cuda.outcome import checked
-    from ctxlab.labs.common import cuda_recorder, scenario_output
+    from ctxlab.labs.common import scenario_output
 
-    scenario = f"peer-reset-{which}"
-    pair, why = pair_or_reason(device)
-    if pair is None:
-        return _skipped(scenario, str(why))
-    dev, peer = pair
-    rec = cuda_recorder(scenario=scenario)
+    started = _start(f"peer-reset-{which}", device)
+    if isinstance(started, dict):
+        return started
+    dev, peer, rec = started
     p = _context(peer, "primary")
     src = _holding(VALUE)
     drv.pop()
