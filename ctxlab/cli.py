@@ -135,7 +135,7 @@ def output_option(fn):
 
 def repeats_option(fn):
     """Add --repeats: how many fresh-process runs each undefined-behaviour scenario gets."""
-    from ctxlab.lab import DEFAULT_REPEATS
+    from ctxlab.defaults import DEFAULT_REPEATS
 
     return click.option("--repeats", type=click.IntRange(1, 100), default=DEFAULT_REPEATS, show_default=True,
                         help="Runs of each scenario in undefined-behaviour territory (use after release, reset or "
@@ -168,7 +168,7 @@ def output_options(fn):
 
 def max_size_option(fn):
     """Add --max-size: the largest result file a command will read."""
-    from ctxlab.loading import DEFAULT_MAX_BYTES
+    from ctxlab.defaults import DEFAULT_MAX_BYTES
 
     return click.option("--max-size", type=ByteSize(), default=f"{DEFAULT_MAX_BYTES // 2**20}M", show_default=True,
                         help="Refuse result files larger than this (e.g. 64M, 1G): they are read whole.")(fn)

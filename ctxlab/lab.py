@@ -15,8 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from ctxlab.claim import Claim
-
-DEFAULT_REPEATS = 3  # runs of each undefined-behaviour scenario, each in a fresh process (check uses it too)
+from ctxlab.defaults import DEFAULT_REPEATS
 
 
 class OptionError(ValueError):

@@ -12,10 +12,9 @@ import os
 import re
 from typing import Any
 
+from ctxlab.defaults import DEFAULT_MAX_BYTES
 from ctxlab.record import LabResult, ResultFileError
 from ctxlab.shapes import MAX_DEPTH, runs_from_document
-
-DEFAULT_MAX_BYTES = 64 * 2**20  # 64 MiB: the largest recorded check (two GPUs, every lab) is 0.3 MiB
 
 
 def size_text(n: int) -> str:

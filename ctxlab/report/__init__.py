@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from ctxlab.record import LabResult
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ctxlab.record import LabResult
 
 FORMATS = ("table", "json", "junit", "markdown")
 
