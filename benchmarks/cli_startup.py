@@ -41,9 +41,10 @@ def main() -> int:
               "max_seconds": {k: round(max(v), 4) for k, v in figures.items()}}
     for name, median in report["median_seconds"].items():
         print(f"{name:16} median {median * 1000:6.1f} ms  max {report['max_seconds'][name] * 1000:6.1f} ms")
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(report, handle, indent=2)
+    if args.json:  # ctxlab's one writer: replaced atomically, never half-written
+        from ctxlab.output import write_outputs
+
+        write_outputs([(args.json, json.dumps(report, indent=2) + "\n")])
     return 0
 
 

@@ -184,9 +184,10 @@ def main() -> int:
         print(f"relay, {threads:<11} {rates['verified_per_s']:8.0f} verified/s  {rates['bare_per_s']:8.0f} bare/s "
               f"({turned} pre-wake {rates['other_prewake']['verified_per_s']:.0f} verified/s, "
               f"{rates['other_prewake']['bare_per_s']:.0f} bare/s)" + native)
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(report, handle, indent=2)
+    if args.json:  # ctxlab's one writer: replaced atomically, never half-written
+        from ctxlab.output import write_outputs
+
+        write_outputs([(args.json, json.dumps(report, indent=2) + "\n")])
     return 0
 
 

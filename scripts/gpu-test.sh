@@ -16,6 +16,7 @@ python3 -m ctxlab claims --format json --output "$out/claims.json" || status=1
 mkdir -p "$out/results"
 CTXLAB_RESULTS="$out/results" python3 -m pytest -ra --junitxml="$out/pytest.xml" "$@" 2>&1 | tee "$out/pytest.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+python3 scripts/repo_relative.py --out "$out" "$out/pytest.log"  # the log names no path of this machine
 if [ "$(nvidia-smi -L | wc -l)" -gt 1 ]; then  # several GPUs: every lab on each of them
   python3 -m ctxlab check --devices all --json "$out/results/check-all-devices.json" \
     --markdown "$out/results/check-all-devices.md" 2>&1 | tee "$out/results/check-all-devices.log"

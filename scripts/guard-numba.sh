@@ -74,6 +74,8 @@ rm -f "$junit"
    --junitxml "$junit" "${files[@]}") > "$out/guard-numba.log" 2>&1
 status=$?
 echo "pytest exit status: $status" >> "$out/guard-numba.log"
+# The reports name the scratch copy of the tests, and this machine's paths, by what they are.
+[ -f "$junit" ] && python3 scripts/repo_relative.py --map "$work=<numba-cuda cudadrv tests>" "$out/guard-numba.log" "$junit"
 tail -n 30 "$out/guard-numba.log"
 if [ ! -f "$junit" ]; then
   echo "guard-numba: pytest wrote no report" >&2

@@ -24,7 +24,6 @@ from tests.claim_cases.refcount import CASES as REFCOUNT
 from tests.conftest import RESULTS
 
 CASES: dict[str, Case] = {**MIGRATE, **REFCOUNT, **LIFECYCLE, **MODULES, **INTEROP, **PEER}
-UNRECORDED: dict[str, list[Observation]] = {}  # labs no GPU run has recorded yet: their synthetic observations
 # Scenarios of recorded labs that no GPU run has recorded yet: the green ones, and interop's areas 4 to 7.
 SYNTHETIC = dict(GREEN_SYNTHETIC)
 GREEN_SCENARIOS = {o.scenario for found in SYNTHETIC.values() for o in found}
@@ -45,8 +44,6 @@ def fixture_observations(fixture) -> list[Observation]:
 
 def lab_observations(lab: str) -> list[Observation]:
     """The recorded run of ``lab``, with the synthetic observations of the scenarios no GPU run has recorded yet."""
-    if lab in UNRECORDED:
-        return list(UNRECORDED[lab])
     return [*fixture_run(f"{lab}.json").observations, *SYNTHETIC.get(lab, ())]
 
 

@@ -54,6 +54,14 @@ def scenario_output(recorder: Recorder, metrics: dict | None = None) -> dict:
     return {"observations": recorder.observations, "metrics": metrics or {}}
 
 
+def skipped_output(scenario: str, why: str | None) -> dict:
+    """A scenario that cannot run here: it records why, and its claims are ``skipped`` with that reason. No CUDA
+    call is made (the reason may be that CUDA cannot do it here)."""
+    rec = Recorder(scenario=scenario)
+    rec.add("start", "skipped", why or "no reason recorded", context=(None, None))
+    return scenario_output(rec)
+
+
 def capture_environment(device: int) -> dict:
     """The environment, read in a child so the parent never initialises CUDA."""
     return run_isolated("ctxlab.cuda.environment:capture", device, timeout=60)

@@ -58,6 +58,7 @@ from ctxlab.claim import (
 )
 from ctxlab.lab import Isolation, Lab, LabOptions, Scenario
 from ctxlab.labs import interop_blast, interop_memory, interop_under
+from ctxlab.labs.common import skipped_output
 from ctxlab.labs.interop_names import CUDA_CORE, DISTRIBUTIONS, ENV, JAX_DOC, LIBRARIES, NUMBA_DOC, TITLES
 
 NAME = "interop"
@@ -532,15 +533,6 @@ def _owner(pointer: int | None) -> int | None:
     return found["value"] if found["ok"] else None
 
 
-def _skipped(scenario: str, reason: str) -> dict:
-    from ctxlab.harness.recorder import Recorder
-    from ctxlab.labs.common import scenario_output
-
-    rec = Recorder(scenario=scenario)
-    rec.add("start", "skipped", reason, context=(None, None))
-    return scenario_output(rec)
-
-
 def alone(device: int, lib: str) -> dict:
     """One library in a fresh interpreter: the context it leaves current, its allocation, a fresh thread's use."""
     import threading
@@ -553,14 +545,14 @@ def alone(device: int, lib: str) -> dict:
     try:
         _require(lib)
     except Missing as why:
-        return _skipped(scenario, str(why))
+        return skipped_output(scenario, str(why))
     init_driver()
     rec = cuda_recorder(scenario)
     before = context_state(device)
     try:
         made = _init(lib, device)
     except Missing as why:
-        return _skipped(scenario, str(why))
+        return skipped_output(scenario, str(why))
     cur = drv.current()
     primary, primary_id = _primary(device)
     owner = _owner(made["pointer"])
@@ -628,13 +620,13 @@ def refs(device: int, lib: str) -> dict:
     try:
         _require(lib)
     except Missing as why:
-        return _skipped(scenario, str(why))
+        return skipped_output(scenario, str(why))
     init_driver()
     rec = cuda_recorder(scenario)
     try:
         made = _init(lib, device)
     except Missing as why:
-        return _skipped(scenario, str(why))
+        return skipped_output(scenario, str(why))
     rec.add("init", "initialised", {"library": lib, "version": _version(lib), "call": made["call"]})
     _count_references(device, rec, {"library": lib, "version": _version(lib)})
     return scenario_output(rec)
@@ -791,7 +783,7 @@ def exchange(device: int, producer: str, consumer: str, protocol: str) -> dict:
         _init(producer, device)
         _init(consumer, device)
     except Missing as why:
-        return _skipped(scenario, str(why))
+        return skipped_output(scenario, str(why))
     primary, _ = _primary(device)
     how = (f"{producer} -> {'from_dlpack' if protocol == 'dlpack' else CAI_CONSUMERS[consumer]} in {consumer}, "
            f"handed over inside the producer's stream")

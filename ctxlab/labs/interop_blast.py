@@ -182,17 +182,16 @@ def _how_ended(code: int) -> str:
 def blast(device: int, teardown: str) -> dict:
     """One teardown against every library's live data (see the module docstring)."""
     from ctxlab.harness.recorder import Recorder
-    from ctxlab.labs.common import scenario_output
-    from ctxlab.labs.interop import _skipped
+    from ctxlab.labs.common import scenario_output, skipped_output
 
     scenario = f"blast-{teardown}"
     if teardown == "reset-cupy":
         try:
             import cupy
         except ImportError:
-            return _skipped(scenario, "cupy is not installed")
+            return skipped_output(scenario, "cupy is not installed")
         if not hasattr(cupy.cuda.runtime, "deviceReset"):
-            return _skipped(scenario, f"cupy.cuda.runtime has no deviceReset (CuPy {cupy.__version__})")
+            return skipped_output(scenario, f"cupy.cuda.runtime has no deviceReset (CuPy {cupy.__version__})")
     rec = Recorder(scenario=scenario)
     lines, ended, stderr = _run_child(device, teardown)
     by_step: dict[str, dict] = {}

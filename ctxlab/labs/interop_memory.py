@@ -340,14 +340,14 @@ def torch_expandable(device: int) -> dict:
 
     from ctxlab.cuda import driver as drv
     from ctxlab.cuda.environment import init_driver
-    from ctxlab.labs.common import cuda_recorder, scenario_output
-    from ctxlab.labs.interop import Missing, _primary, _require, _skipped, _version
+    from ctxlab.labs.common import cuda_recorder, scenario_output, skipped_output
+    from ctxlab.labs.interop import Missing, _primary, _require, _version
     from ctxlab.labs.interop_under import make
 
     try:
         _require("torch")
     except Missing as why:
-        return _skipped("vmm-torch-expandable", str(why))
+        return skipped_output("vmm-torch-expandable", str(why))
     init_driver()
     rec = cuda_recorder("vmm-torch-expandable")
     made = make("torch", device)

@@ -218,8 +218,8 @@ def under(device: int, kind: str, lib: str) -> dict:
     from ctxlab.cuda.environment import init_driver
     from ctxlab.cuda.green import GreenUnavailable
     from ctxlab.cuda.outcome import attempt, status_name
-    from ctxlab.labs.common import cuda_recorder, scenario_output
-    from ctxlab.labs.interop import Missing, _primary, _require, _skipped, _version
+    from ctxlab.labs.common import cuda_recorder, scenario_output, skipped_output
+    from ctxlab.labs.interop import Missing, _primary, _require, _version
 
     scenario = f"under-{kind}-{lib}"
     try:
@@ -227,7 +227,7 @@ def under(device: int, kind: str, lib: str) -> dict:
         init_driver()
         handle, keep_context = _enter(kind, device)
     except (Missing, GreenUnavailable) as why:
-        return _skipped(scenario, str(why))
+        return skipped_output(scenario, str(why))
     rec = cuda_recorder(scenario)
     context_id = drv.context_id(handle)
     first_call = None
@@ -241,7 +241,7 @@ def under(device: int, kind: str, lib: str) -> dict:
         made: Made | None = make(lib, device)
         alloc = "ok"
     except Missing as why:
-        return _skipped(scenario, str(why))
+        return skipped_output(scenario, str(why))
     except Exception as exc:  # the library refused: its error, by name, is the outcome
         made, alloc = None, status_name(exc)[:300]
     after_alloc = _current_id()
@@ -279,8 +279,8 @@ def torch_green(device: int) -> dict:
     from ctxlab.cuda.environment import init_driver
     from ctxlab.cuda.kernels import ProbeModule
     from ctxlab.cuda.outcome import status_name
-    from ctxlab.labs.common import cuda_recorder, scenario_output
-    from ctxlab.labs.interop import Missing, _primary, _require, _skipped, _version
+    from ctxlab.labs.common import cuda_recorder, scenario_output, skipped_output
+    from ctxlab.labs.interop import Missing, _primary, _require, _version
     from ctxlab.labs.migrate import SMID_BLOCKS, _smids
 
     scenario = "torch-green-contexts"
@@ -288,7 +288,7 @@ def torch_green(device: int) -> dict:
         torch = _require("torch")
         importlib.import_module("torch.cuda.green_contexts")
     except (Missing, ImportError) as why:
-        return _skipped(scenario, f"torch.cuda.green_contexts is not available: {why}")
+        return skipped_output(scenario, f"torch.cuda.green_contexts is not available: {why}")
     init_driver()
     rec = cuda_recorder(scenario)
     torch.cuda.set_device(device)
@@ -298,7 +298,7 @@ def torch_green(device: int) -> dict:
     try:
         gc, how = _torch_green(torch, sms, device)
     except Exception as exc:
-        return _skipped(scenario, f"PyTorch's green context could not be made here: {status_name(exc)[:300]}")
+        return skipped_output(scenario, f"PyTorch's green context could not be made here: {status_name(exc)[:300]}")
     if hasattr(gc, "Stream"):  # its documented way: work on a stream of the green context
         stream = gc.Stream()
         handle, green_ctx = int(stream.cuda_stream), drv.stream_context(int(stream.cuda_stream))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from ctxlab.claim import Claim, Observations, hexed, one, repeats, select, silent_wrong, some, spread
 from ctxlab.cuda.green import SOURCE_AS_PRIMARY, SOURCE_ONE_THREAD, SOURCE_PARTITION
 from ctxlab.lab import Isolation, Lab, LabOptions, OptionError, Scenario, bounded
+from ctxlab.labs.common import skipped_output
 
 NAME = "migrate"
 KINDS = ("primary", "created")  # what --context both (the default) relays
@@ -539,7 +540,7 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
 
         green, why = make_or_reason(device)
         if green is None:
-            return _skipped(f"handoff-{kind}", why)
+            return skipped_output(f"handoff-{kind}", why)
     relay = Relay(device, kind, threads, rounds, green)
     steps = relay.steps()
     total = len(steps) - 2
@@ -561,15 +562,6 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
         Choreography(relay.names, timeout=timeout, prewake=prewake).run(bare_steps, ctx)
         metrics[f"{kind}: bare handoffs/s"] = len(bare_steps) / (time.perf_counter() - t0)
     return scenario_output(relay.rec, metrics)
-
-
-def _skipped(scenario: str, why: str | None) -> dict:
-    """A scenario that cannot run here records why (its claims are ``skipped`` with that reason)."""
-    from ctxlab.labs.common import cuda_recorder, scenario_output
-
-    rec = cuda_recorder(scenario=scenario)
-    rec.add("start", "skipped", why or "no reason recorded", context=(None, None))
-    return scenario_output(rec)
 
 
 def _driver_work(rec, s: dict, label: str):
@@ -832,7 +824,7 @@ def _green_or_skip(scenario: str, device: int):
     from ctxlab.cuda.green import make_or_reason
 
     green, why = make_or_reason(device)
-    return (green, None) if green is not None else (None, _skipped(scenario, why))
+    return (green, None) if green is not None else (None, skipped_output(scenario, why))
 
 
 def _green_thread(label: str, green, probe, barrier, out: dict, launches: int) -> None:

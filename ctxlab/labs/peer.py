@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from ctxlab.claim import Claim, Inapplicable, Observations, one, repeats, silent_wrong, some, spread
 from ctxlab.lab import Lab, LabOptions, Scenario
+from ctxlab.labs.common import skipped_output
 
 NAME = "peer"
 VALUE = 0x0DE1_1CA7_0001  # what P's memory holds (a kernel or copy that gets it read the right memory)
@@ -184,15 +185,6 @@ CLAIMS = (
 
 # ---------------------------------------------------------------- scenarios (children)
 
-def _skipped(scenario: str, why: str) -> dict:
-    """A scenario that cannot run here records why (its claims are ``skipped`` with that reason)."""
-    from ctxlab.labs.common import cuda_recorder, scenario_output
-
-    rec = cuda_recorder(scenario=scenario)
-    rec.add("start", "skipped", why, context=(None, None))
-    return scenario_output(rec)
-
-
 class Start(NamedTuple):
     """A two-GPU scenario under way: the lab's GPU, the peer GPU, the scenario's recorder."""
 
@@ -207,7 +199,7 @@ def _start(scenario: str, device: int) -> Start | dict:
 
     pair, why = pair_or_reason(device)
     if pair is None:
-        return _skipped(scenario, str(why))
+        return skipped_output(scenario, str(why))
     return Start(pair[0], pair[1], cuda_recorder(scenario=scenario))
 
 
@@ -445,7 +437,7 @@ def thread_devices(device: int) -> dict:
 
     pair, why = pair_or_reason(device, need_access=False)
     if pair is None:
-        return _skipped(THREADS, str(why))
+        return skipped_output(THREADS, str(why))
     chosen = max(pair)  # never 0, so a thread that kept the default device is told apart
     s = StepRecorder(THREADS, "after", _devices_probe(pair), label="call")
     seen: dict = {}

@@ -1,0 +1,28 @@
+"""scripts/repo_relative.py: recorded logs name no path of the machine that made them."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "repo_relative.py"
+
+
+def run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_paths_below_the_repository_become_relative_and_the_rest_placeholders(tmp_path):
+    log = tmp_path / "pytest.log"
+    log.write_text(f"rootdir: {ROOT}\nE   {ROOT}/ctxlab/cli.py:708\n../../opt/x/site-packages/numba/a.py:3\n"
+                   f"generated xml file: {tmp_path}/out/pytest.xml\n{ROOT}ly/not/the/repo\n")
+    done = run("--out", str(tmp_path / "out"), "--map", "/opt/x/site-packages=<site-packages>", str(log))
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().splitlines() == ["rootdir: .", "E   ctxlab/cli.py:708", "<site-packages>/numba/a.py:3",
+                                            "generated xml file: <out>/pytest.xml", f"{ROOT}ly/not/the/repo"]
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    for args in (["--map", "relative=x", str(tmp_path)], [str(tmp_path / "missing.log")]):
+        done = run(*args)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) <= 2 and "Traceback" not in done.stderr
