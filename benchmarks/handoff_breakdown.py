@@ -78,7 +78,7 @@ def build_native() -> tuple[str | None, str]:
     return None, f"nvcc failed: {last}"
 
 
-NATIVE_MODES = ("cv", "spin")  # condition variable per thread, or an atomic turn counter polled with yield
+NATIVE_MODES = ("cv", "spin", "cv1")  # a condition variable per thread; an atomic turn polled with yield; cv on one core
 
 
 def native_rate(binary: str, threads: int, rounds: int, mode: str) -> dict:

@@ -15,11 +15,15 @@
 //         the next thread (what ctxlab's relay does, one Event per thread)
 //   spin  one atomic turn counter; each thread polls it, yielding the CPU between
 //         polls (no sleep, no wakeup: the next thread sees its turn on its next poll)
+//   cv1   cv, with every thread pinned to one core (only one of them runs at a time,
+//         so a handoff is a switch on a core whose caches hold the relay's data)
 //
 //   nvcc -O2 -std=c++17 -o native_relay benchmarks/native_relay.cu -lcuda
-//   ./native_relay THREADS ROUNDS [cv|spin]      -> one line of JSON
+//   ./native_relay THREADS ROUNDS [cv|spin|cv1]  -> one line of JSON
 #include <cuda.h>
 #include <cuda_runtime.h>
+
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -96,12 +100,16 @@ static bool handoff(Relay& s) {
 }
 
 int main(int argc, char** argv) {
-    if (argc != 3 && argc != 4) { std::fprintf(stderr, "usage: native_relay THREADS ROUNDS [cv|spin]\n"); return 2; }
+    if (argc != 3 && argc != 4) { std::fprintf(stderr, "usage: native_relay THREADS ROUNDS [cv|spin|cv1]\n"); return 2; }
     const int threads = std::atoi(argv[1]), rounds = std::atoi(argv[2]);
     if (threads < 1 || rounds < 1) { std::fprintf(stderr, "native_relay: THREADS and ROUNDS must be >= 1\n"); return 2; }
     const char* mode = argc == 4 ? argv[3] : "cv";
-    const bool spin = std::strcmp(mode, "spin") == 0;
-    if (!spin && std::strcmp(mode, "cv") != 0) { std::fprintf(stderr, "native_relay: mode must be cv or spin\n"); return 2; }
+    const bool spin = std::strcmp(mode, "spin") == 0, one_core = std::strcmp(mode, "cv1") == 0;
+    if (!spin && !one_core && std::strcmp(mode, "cv") != 0) {
+        std::fprintf(stderr, "native_relay: mode must be cv, spin or cv1\n");
+        return 2;
+    }
+    const int core = sched_getcpu();  // cv1: the core the relay's threads share
 
     Relay s;
     RT(cudaSetDevice(0));
@@ -127,6 +135,12 @@ int main(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < threads; ++i) {
         workers.emplace_back([&, i] {
+            if (one_core) {
+                cpu_set_t set;
+                CPU_ZERO(&set);
+                CPU_SET(core, &set);
+                sched_setaffinity(0, sizeof(set), &set);  // 0: this thread
+            }
             for (int r = 0; r < rounds; ++r) {
                 if (spin) {
                     const long long mine = (long long)r * threads + i;

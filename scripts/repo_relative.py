@@ -4,7 +4,7 @@ placeholders (<out>, <site-packages>, <python>, <tmp>), so a committed log names
     python3 scripts/repo_relative.py [--out DIR] [--map OLD=NEW ...] FILE...
 
 The repository is this script's parent folder; site-packages, the standard library and the temporary folder
-are this interpreter's. ``--map`` adds a rewrite (a path of another machine, a scratch folder). Files are
+are this interpreter's; in an ``.xml`` file the placeholders are escaped, so it stays XML. ``--map`` adds a rewrite (a path of another machine, a scratch folder). Files are
 rewritten in place; a path that is a prefix of another is replaced after the longer one.
 """
 
@@ -17,6 +17,7 @@ import sys
 import sysconfig
 import tempfile
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,7 +62,9 @@ def main() -> int:
         except OSError as exc:
             print(f"repo_relative: {name}: {exc.strerror}", file=sys.stderr)
             return 2
-        path.write_text(relative(text, pairs), errors="surrogateescape")
+        # In XML (a JUnit report) a placeholder's angle brackets are markup: they are written as entities.
+        ours = [(p, escape(r)) for p, r in pairs] if path.suffix.lower() == ".xml" else pairs
+        path.write_text(relative(text, ours), errors="surrogateescape")
     return 0
 
 

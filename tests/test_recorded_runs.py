@@ -76,3 +76,11 @@ def test_a_scenario_that_recorded_why_it_did_not_run_skips_its_claims_with_that_
     for claim_id in ("modules.nvcc-registration-makes-no-context", "modules.nvcc-library-runtime"):
         claim = claims[claim_id].result(without_nvcc)
         assert (claim.verdict, claim.evidence) == ("skipped", "nvcc: nvcc is not on the PATH")
+
+
+@pytest.mark.parametrize("path", sorted(RESULTS.rglob("*.xml")), ids=lambda p: str(p.relative_to(RESULTS)))
+def test_recorded_xml_reports_parse(path):
+    """A JUnit report under labs/results is XML still after its paths were rewritten (repo_relative.py)."""
+    import xml.etree.ElementTree as ET
+
+    assert next(ET.parse(path).getroot().iter("testcase"), None) is not None

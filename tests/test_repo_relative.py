@@ -22,6 +22,18 @@ def test_paths_below_the_repository_become_relative_and_the_rest_placeholders(tm
                                             "generated xml file: <out>/pytest.xml", f"{ROOT}ly/not/the/repo"]
 
 
+def test_an_xml_report_stays_xml(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    report = tmp_path / "guard.junit.xml"
+    report.write_text(f'<testsuite><testcase file="{tmp_path}/work/test_a.py" name="a">'
+                      f"<failure>{tmp_path}/work/test_a.py:3: boom</failure></testcase></testsuite>")
+    done = run("--map", f"{tmp_path}/work=<scratch tests>", str(report))
+    assert done.returncode == 0, done.stderr
+    case = ET.parse(report).getroot().find("testcase")
+    assert case.get("file") == "<scratch tests>/test_a.py" and case.find("failure").text.startswith("<scratch tests>/")
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     for args in (["--map", "relative=x", str(tmp_path)], [str(tmp_path / "missing.log")]):
         done = run(*args)
