@@ -4,8 +4,9 @@ placeholders (<out>, <site-packages>, <python>, <tmp>), so a committed log names
     python3 scripts/repo_relative.py [--out DIR] [--map OLD=NEW ...] FILE...
 
 The repository is this script's parent folder; site-packages, the standard library and the temporary folder
-are this interpreter's; in an ``.xml`` file the placeholders are escaped, so it stays XML. ``--map`` adds a rewrite (a path of another machine, a scratch folder). Files are
-rewritten in place; a path that is a prefix of another is replaced after the longer one.
+are this interpreter's. ``--map`` adds a rewrite (a path of another machine, a scratch folder). Files are
+rewritten in place; a path that is a prefix of another is replaced after the longer one. In an ``.xml`` file
+the placeholders are escaped, so that it stays XML.
 """
 
 from __future__ import annotations

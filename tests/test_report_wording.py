@@ -41,3 +41,13 @@ def test_junit_errors_carry_the_time_their_scenario_ran():
 def test_the_table_shows_the_claims_before_the_timelines():
     text = render(runs("migrate.json"), "table", width=200)
     assert text.index("migrate: claims") < text.index("migrate: timeline")
+
+
+def test_the_driver_variables_a_run_was_given_are_in_its_report_line():
+    (run,) = runs("migrate.json")
+    env = {**run.environment, "driver_variables": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}}
+    from dataclasses import replace
+
+    line = render([replace(run, environment=env)], "markdown").splitlines()[2]  # Markdown escapes the _
+    assert line.startswith("NVIDIA H200") and r"CUDA\_DEVICE\_MAX\_CONNECTIONS=1" in line
+    assert "MAX" not in render([run], "markdown").splitlines()[2]

@@ -70,6 +70,8 @@ OTHER_KINDS = {
         lambda d: str(d.get("schema", "")).startswith("ctxlab-audit/") and {"findings", "rules"} <= d.keys(),
     "claim catalogue (ctxlab claims --format json)":
         lambda d: set(d) == {"claims"} and all({"id", "kind", "scenarios"} <= c.keys() for c in d["claims"]),
+    "benchmark figures: ways to hand a verified step between threads (benchmarks/handoff_variants.py)":
+        lambda d: {"environment", "switch_interval_s", "runs"} <= d.keys(),
     "benchmark figures: processes starting CUDA at once (benchmarks/context_contention.py)":
         lambda d: {"environment", "rounds", "batches"} <= d.keys(),
     "benchmark figures: what ctxlab audit costs a whole program (benchmarks/audit_overhead.py)":
@@ -165,6 +167,19 @@ def test_several_runs_and_a_run_whose_environment_is_unknown_validate():
     assert errors(json.loads(dumps([full_run(), unknown]))) == []
 
 
+def test_the_driver_variables_set_for_a_run_are_captured_and_validate(monkeypatch):
+    from ctxlab.cuda.environment import DRIVER_VARIABLES, driver_variables
+
+    for name in DRIVER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1")
+    monkeypatch.setenv("CUDA_HOME", "/usr/local/cuda")  # a path, not a driver setting: not recorded
+    assert driver_variables() == {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    document = json.loads(dumps([full_run()]))
+    document["environment"]["driver_variables"] = driver_variables()
+    assert errors(document) == []
+
+
 def broken(mutate) -> dict:
     document = json.loads(dumps([full_run()]))
     mutate(document)
@@ -184,6 +199,8 @@ BROKEN = {
     "a flag without its name": lambda d: d["flags"][0].pop("flag"),
     "an environment field of the wrong type": lambda d: d["environment"].update(gpu=["NVIDIA H200"]),
     "a scenario time that is not a number": lambda d: d["timings"].update(x="1 s"),
+    "a driver variable that is not text": lambda d: d["environment"].update(
+        driver_variables={"CUDA_DEVICE_MAX_CONNECTIONS": 1}),
 }
 
 

@@ -1,3 +1,4 @@
+import os
 import threading
 
 import pytest
@@ -140,24 +141,39 @@ def test_exclusive_holders_run_alone_and_shared_ones_together():
     assert max(len(seen) for seen in log) > 1  # shared holders overlapped
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="this system has no CPU affinity")
 @pytest.mark.parametrize("threads", [1, 2, 5])
-def test_prewake_keeps_the_order_of_the_steps_and_runs_each_once(threads):
+def test_one_core_runs_every_step_in_order_on_the_one_core(threads):
     names = [f"t{i}" for i in range(threads)]
     seen = []
 
     def act(baton):
-        seen.append(threading.current_thread().name)
+        seen.append((threading.current_thread().name, frozenset(os.sched_getaffinity(0))))
         return baton + 1
 
     steps = relay_steps(names, 40, "step", act)
-    assert Choreography(names, prewake=True).run(steps, 0) == len(steps)
-    assert seen == [s.thread for s in steps]
+    choreo = Choreography(names, one_core=True)
+    assert choreo.run(steps, 0) == len(steps)
+    assert [name for name, _ in seen] == [s.thread for s in steps]
+    assert choreo.core is not None and {cores for _, cores in seen} == {frozenset({choreo.core})}
+    assert len(os.sched_getaffinity(0)) >= 1 and choreo.core in os.sched_getaffinity(0)
 
 
-def test_prewake_still_reports_the_step_that_failed():
+def test_one_core_where_pinning_is_refused_runs_anyway_and_says_so(monkeypatch):
+    def refuse(pid, cores):
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(os, "sched_setaffinity", refuse, raising=False)
+    names = ["a", "b"]
+    choreo = Choreography(names, one_core=True)
+    assert choreo.run(relay_steps(names, 5, "step", lambda b: b + 1), 0) == 10
+    assert choreo.core is None
+
+
+def test_one_core_still_reports_the_step_that_failed():
     def boom(_):
         raise ValueError("no")
 
     steps = [Step("a", "fine", lambda b: b), Step("b", "boom", boom), Step("a", "never", lambda b: b)]
     with pytest.raises(StepFailed, match="thread b, step 'boom'"):
-        Choreography(["a", "b"], prewake=True).run(steps)
+        Choreography(["a", "b"], one_core=True).run(steps)

@@ -122,6 +122,18 @@ def runtime_versions() -> dict:
     return versions
 
 
+# Variables the CUDA driver reads that change what a lab sees or how fast it runs (the hardware queues a
+# context sets up, which GPUs exist and in what order, when modules load, synchronous launches).
+DRIVER_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING", "CUDA_MODULE_DATA_LOADING",
+                    "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_DEVICE_MAX_COPY_CONNECTIONS", "CUDA_LAUNCH_BLOCKING",
+                    "CUDA_SCALE_LAUNCH_QUEUES")
+
+
+def driver_variables() -> dict[str, str]:
+    """The variables of DRIVER_VARIABLES that are set in this process, with their values."""
+    return {name: os.environ[name] for name in DRIVER_VARIABLES if name in os.environ}
+
+
 def capture(device: int = 0) -> dict:
     """The environment block of a LabResult (docs/schema.md): versions, the GPU and where it ran."""
     driver = init_driver()
@@ -139,6 +151,7 @@ def capture(device: int = 0) -> dict:
         "cuda_bindings": package_version("cuda-bindings"),
         "cupti_python": package_version("cupti-python"),
         "libraries": libraries(),
+        "driver_variables": driver_variables(),
         "python": platform.python_version(),
         "hostname": socket.gethostname(),
     }

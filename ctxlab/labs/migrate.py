@@ -518,17 +518,13 @@ class Relay:
 
 
 def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, bare: bool = True,
-            prewake: bool | None = None) -> dict:
+            one_core: bool = True) -> dict:
     """The relay, in a child process: every handoff verified; then bare handoffs for the rate.
 
-    ``prewake``: each thread nudges the next one as its handoff begins (see Choreography), so the next
-    thread's wake-up overlaps this handoff's work. By default only with more than 2 threads: with 2, the
-    next thread is the one that has just handed over, awake already, and the nudge only costs (two runs on
-    two H200s, labs/results/handoff_breakdown-run1.json and handoff_breakdown.json, verified handoffs/s with
-    and without it: 2 threads 14,363 / 18,446 and 14,658 / 18,229; 32 threads 8,124 / 7,437 and 7,813 / 7,298;
-    at 8 threads it is noise: 9,782 / 9,581 and 11,038 / 11,494)."""
-    if prewake is None:
-        prewake = threads > 2
+    ``one_core``: the relay's threads share one CPU core (see Choreography). Only one of them runs at a
+    time, and on a shared core a handoff finds warm caches and no core to wake: on an H200 host 32 threads
+    ran 20,400 verified handoffs/s so against 6,800 spread over the cores
+    (labs/results/speed/handoff_variants.json). Which core is recorded with the summary."""
     from ctxlab.cuda import driver as drv
     from ctxlab.harness.isolate import report_progress
     from ctxlab.harness.threads import Choreography, relay_steps
@@ -545,12 +541,12 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
     steps = relay.steps()
     total = len(steps) - 2
     choreo = Choreography(relay.names, timeout=timeout, progress=report_progress, progress_every=max(64, total // 50),
-                          prewake=prewake)
+                          one_core=one_core)
     ctx = choreo.run(steps)
     relay.rec.add("summary", "handoffs verified",
                   {"verified": relay.verified, "handoffs": total, "mismatches": relay.mismatches,
                    "first_mismatch": relay.first_mismatch, "final_ok": relay.final_ok, "threads": threads,
-                   "rounds": rounds}, context=(ctx, relay.ctx_id))
+                   "rounds": rounds, "one_core": choreo.core}, context=(ctx, relay.ctx_id))
     metrics = {f"{kind}: verified handoffs/s": total / (relay.t1 - relay.t0)}
     if bare:
         def bare_step(c):
@@ -559,7 +555,7 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
 
         bare_steps = relay_steps(relay.names, rounds, "bare handoff", bare_step)
         t0 = time.perf_counter()
-        Choreography(relay.names, timeout=timeout, prewake=prewake).run(bare_steps, ctx)
+        Choreography(relay.names, timeout=timeout, one_core=one_core).run(bare_steps, ctx)
         metrics[f"{kind}: bare handoffs/s"] = len(bare_steps) / (time.perf_counter() - t0)
     return scenario_output(relay.rec, metrics)
 

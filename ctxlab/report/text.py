@@ -58,13 +58,16 @@ def context_label(obs: Observation) -> str:
 
 
 def environment_line(run: LabResult) -> str:
-    """The GPU, compute capability, driver, runtime and library versions a run recorded, on one line."""
+    """The GPU, compute capability, driver, runtime and library versions a run recorded, and the driver
+    variables it ran under, on one line."""
     env = run.environment
+    variables = env.get("driver_variables")
     parts = [env.get("gpu"), f"cc {env['compute_capability']}" if env.get("compute_capability") else None,
              f"driver {env['driver_version']}" if env.get("driver_version") else None,
              f"runtime {env['runtime_version']}" if env.get("runtime_version") else None,
              f"cupy {env['cupy']}" if env.get("cupy") else None,
-             f"cuda-bindings {env['cuda_bindings']}" if env.get("cuda_bindings") else None]
+             f"cuda-bindings {env['cuda_bindings']}" if env.get("cuda_bindings") else None,
+             " ".join(f"{k}={v}" for k, v in sorted(variables.items())) if isinstance(variables, dict) else None]
     return ", ".join(str(p) for p in parts if p)
 
 
