@@ -708,6 +708,12 @@ def check(devices, only, timeout, jobs, repeats, fmt, output, json_path, junit_p
     none. Exit status: 0 when no claim fails and every lab ran, 1 otherwise (or
     on drift with --fail-on-drift), 2 for usage or environment problems such as
     no GPU.
+
+    Each scenario runs in a fresh process, and the driver makes contexts one at
+    a time: that bounds check's time. CUDA_DEVICE_MAX_CONNECTIONS=1 (one
+    hardware queue per context instead of 8) makes each context about half as
+    costly and check about twice as fast; check does not set it for you, and
+    each run records the driver variables it was given.
     """
     import ctxlab.api
     from ctxlab.loading import load_runs
