@@ -32,6 +32,8 @@ import statistics
 import sys
 import time
 
+from common import counts, refuse_without_gpu
+
 STEPS = ("cuInit", "primary retain", "cuMemAlloc 1 MiB", "cuCtxCreate+Destroy", "primary release")
 
 
@@ -114,20 +116,10 @@ def thread_batch(n: int, device: int) -> dict:
             "slowest": {"cuCtxCreate": max(c for c, _ in times), "cuCtxDestroy": max(d for _, d in times)}}
 
 
-def counts(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give counts such as 1,2,4") from None
-    if not values or any(not 1 <= v <= 64 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: each count must be between 1 and 64")
-    return values
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--processes", type=counts, default=[1, 2, 4, 8, 16], help="batch sizes, e.g. 1,2,4,8,16")
-    parser.add_argument("--threads", type=counts, default=[1, 2, 4, 8], help="thread batch sizes in one process")
+    parser.add_argument("--processes", type=counts(64), default=[1, 2, 4, 8, 16], help="batch sizes, e.g. 1,2,4,8,16")
+    parser.add_argument("--threads", type=counts(64), default=[1, 2, 4, 8], help="thread batch sizes in one process")
     parser.add_argument("--rounds", type=int, default=3, help="batches per size; the median batch is kept (1-20)")
     parser.add_argument("--device", type=int, default=0)
     parser.add_argument("--json", help="also write the figures here")
@@ -136,14 +128,10 @@ def main() -> int:
         parser.error("--rounds must be between 1 and 20")
     if args.device < 0:
         parser.error("--device must be a GPU index (0 or more)")
-    from ctxlab.cuda.environment import NoGpu, capture, device_count
-
-    try:
-        if device_count() <= args.device:
-            raise NoGpu(f"no GPU {args.device} on this machine")
-    except NoGpu as exc:
-        print(f"context_contention: {exc}", file=sys.stderr)
+    if refuse_without_gpu("context_contention", args.device):
         return 2
+    from ctxlab.cuda.environment import capture
+
     rows = []
     for n in args.processes:
         batches = sorted((batch(n, args.device) for _ in range(args.rounds)), key=lambda b: b["wall"])

@@ -30,6 +30,8 @@ import tempfile
 import threading
 import time
 
+from common import refuse_without_gpu
+
 THREADS = (2, 8, 32)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -105,13 +107,7 @@ def main() -> int:
     parser.add_argument("--handoffs", type=positive, default=16000, help="handoffs per relay run (>= 1)")
     parser.add_argument("--json", default=None, help="also write the figures here")
     args = parser.parse_args()
-    from ctxlab.cuda.environment import NoGpu, device_count
-
-    try:
-        if device_count() < 1:
-            raise NoGpu("the driver reports no GPU")
-    except NoGpu as exc:
-        print(f"handoff_breakdown: needs a GPU: {exc}", file=sys.stderr)
+    if refuse_without_gpu("handoff_breakdown"):
         return 2
     n = args.iterations
 

@@ -28,6 +28,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from common import counts, refuse_without_gpu
+
 VARIANTS = ("spread", "one-core", "two-cores", "spin", "prewake-spin")
 
 
@@ -115,34 +117,20 @@ def one(variant: str, threads: int, rounds: int) -> dict:
             "us_between_steps": (seconds - inside[0]) / handoffs * 1e6}
 
 
-def counts(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give counts such as 1,2,8") from None
-    if not values or any(not 1 <= v <= 256 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: each count must be between 1 and 256")
-    return values
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--handoffs", type=int, default=8000, help="handoffs per run (>= 1)")
-    parser.add_argument("--threads", type=counts, default=[1, 2, 8, 32])
+    parser.add_argument("--threads", type=counts(256), default=[1, 2, 8, 32], help="thread counts, e.g. 1,2,8,32")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated: " + ", ".join(VARIANTS))
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
     variants = args.variants.split(",")
     if args.handoffs < 1 or any(v not in VARIANTS for v in variants):
         parser.error(f"--handoffs must be >= 1 and --variants among {', '.join(VARIANTS)}")
-    from ctxlab.cuda.environment import NoGpu, capture, device_count
-
-    try:
-        if device_count() < 1:
-            raise NoGpu("the driver reports no GPU")
-    except NoGpu as exc:
-        print(f"handoff_variants: needs a GPU: {exc}", file=sys.stderr)
+    if refuse_without_gpu("handoff_variants"):
         return 2
+    from ctxlab.cuda.environment import capture
+
     rows = []
     for threads in args.threads:
         for variant in variants:

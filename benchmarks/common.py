@@ -1,0 +1,36 @@
+"""What the benchmarks share: the one-line refusal where there is no GPU, and comma-separated counts.
+
+The benchmarks run as scripts (``python benchmarks/NAME.py``), so this folder is on their path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+
+def refuse_without_gpu(benchmark: str, device: int = 0) -> bool:
+    """True, after one line on standard error, when GPU ``device`` is not here (the caller exits 2)."""
+    from ctxlab.cuda.environment import BadDevice, NoGpu, require_device
+
+    try:
+        require_device(device)
+    except (NoGpu, BadDevice) as exc:
+        print(f"{benchmark}: needs a GPU: {exc}", file=sys.stderr)
+        return True
+    return False
+
+
+def counts(high: int) -> Callable[[str], list[int]]:
+    """An argparse type: counts such as 1,2,8, each between 1 and ``high``."""
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(part) for part in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: give counts such as 1,2,8") from None
+        if not values or any(not 1 <= v <= high for v in values):
+            raise argparse.ArgumentTypeError(f"{text!r}: each count must be between 1 and {high}")
+        return values
+
+    return parse
