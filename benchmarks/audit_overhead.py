@@ -47,7 +47,9 @@ def timed(cmd: list[str]) -> tuple[float, subprocess.CompletedProcess]:
 
 
 def measure(program: str, repeats: int) -> dict:
-    bare, audited, lines = [], [], []
+    bare: list[float] = []
+    audited: list[float] = []
+    lines: list[str] = []
     for i in range(repeats):
         for is_audited in ((False, True) if i % 2 == 0 else (True, False)):
             seconds, done = timed(command(program, is_audited))

@@ -22,6 +22,17 @@ def refuse_without_gpu(benchmark: str, device: int = 0) -> bool:
     return False
 
 
+def positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive count")
+    return value
+
+
 def counts(high: int) -> Callable[[str], list[int]]:
     """An argparse type: counts such as 1,2,8, each between 1 and ``high``."""
     def parse(text: str) -> list[int]:

@@ -104,13 +104,15 @@ def thread_batch(n: int, device: int) -> dict:
             times.append((t1 - t0, time.perf_counter() - t1))
 
     threads = [threading.Thread(target=work) for _ in range(n)]
-    for t in threads:
-        t.start()
+    for thread in threads:
+        thread.start()
     barrier.wait(timeout=300)
-    t = time.perf_counter()
+    start = time.perf_counter()
     for thread in threads:
         thread.join(300)
-    wall = time.perf_counter() - t
+    wall = time.perf_counter() - start
+    if len(times) != n:  # a thread raised (its traceback is above) or never finished
+        raise RuntimeError(f"{n - len(times)} of {n} threads did not make and destroy their context")
     return {"threads": n, "wall": wall, "median": {"cuCtxCreate": statistics.median(c for c, _ in times),
                                                    "cuCtxDestroy": statistics.median(d for _, d in times)},
             "slowest": {"cuCtxCreate": max(c for c, _ in times), "cuCtxDestroy": max(d for _, d in times)}}

@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 
-from common import refuse_without_gpu
+from common import positive, refuse_without_gpu
 
 THREADS = (2, 8, 32)
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -47,7 +47,8 @@ def timed(fn, n: int) -> float:
 
 
 def ping_pong(n: int) -> float:
-    a, b = queue.SimpleQueue(), queue.SimpleQueue()
+    a: queue.SimpleQueue[int] = queue.SimpleQueue()
+    b: queue.SimpleQueue[int] = queue.SimpleQueue()
 
     def echo():
         for _ in range(n):
@@ -94,13 +95,6 @@ def native_rate(binary: str, threads: int, rounds: int, mode: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive count")
-    return value
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=positive, default=2000, help="calls per timed batch (>= 1)")
@@ -133,6 +127,10 @@ def main() -> int:
         drv.pop()
         drv.push(ctx)
 
+    def launch_and_sync():
+        launch(cu_stream)
+        driver.cuStreamSynchronize(cu_stream)
+
     results = {
         "cuCtxGetCurrent (raw)": timed(driver.cuCtxGetCurrent, n),
         "drv.current() (handle + id)": timed(drv.current, n),
@@ -140,8 +138,7 @@ def main() -> int:
         "cuModuleGetGlobal": timed(lambda: driver.cuModuleGetGlobal(probe.module, b"probe_global"), n),
         "drv.stream_context": timed(lambda: drv.stream_context(stream.ptr), n),
         "pop + push": timed(push_pop, n),
-        "verify_and_update + stream sync": timed(lambda: (launch(cu_stream), driver.cuStreamSynchronize(cu_stream)),
-                                                 n),
+        "verify_and_update + stream sync": timed(launch_and_sync, n),
         "thread handoff (SimpleQueue)": ping_pong(n * 5),
     }
     # The relay itself as migrate runs it, by number of threads: verified and bare handoffs per second.
@@ -164,7 +161,7 @@ def main() -> int:
             fastest = max(NATIVE_MODES, key=lambda mode: natives[mode]["verified_per_s"])
             row |= {"native_verified_per_s": natives[fastest]["verified_per_s"], "native_mode": fastest,
                     "native_by_mode": {mode: natives[mode]["verified_per_s"] for mode in NATIVE_MODES},
-                    "native_checks_ok": all(n["mismatches"] == 0 and n["final_ok"] for n in natives.values()),
+                    "native_checks_ok": all(r["mismatches"] == 0 and r["final_ok"] for r in natives.values()),
                     "ratio": row["verified_per_s"] / natives[fastest]["verified_per_s"]}
         relay[f"{threads} threads"] = row
     report = {"environment": capture(0), "iterations": n, "handoffs": args.handoffs, "microseconds": results,
@@ -172,12 +169,12 @@ def main() -> int:
     width = max(map(len, results))
     for name, us in results.items():
         print(f"{name:<{width}}  {us:8.2f} us")
-    for threads, rates in relay.items():
+    for label, rates in relay.items():
         native = (f"  native {rates['native_verified_per_s']:8.0f} verified/s ({rates['native_mode']}; "
                   + ", ".join(f"{m} {r:.0f}" for m, r in rates["native_by_mode"].items())
                   + f")  ratio {rates['ratio']:.3f}"
                   if "ratio" in rates else f"  native: {how}")
-        print(f"relay, {threads:<11} {rates['verified_per_s']:8.0f} verified/s  {rates['bare_per_s']:8.0f} bare/s "
+        print(f"relay, {label:<11} {rates['verified_per_s']:8.0f} verified/s  {rates['bare_per_s']:8.0f} bare/s "
               f"(threads spread over the cores: {rates['spread']['verified_per_s']:.0f} verified/s, "
               f"{rates['spread']['bare_per_s']:.0f} bare/s)" + native)
     if args.json:  # ctxlab's one writer: replaced atomically, never half-written

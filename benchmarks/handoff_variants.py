@@ -28,17 +28,21 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from common import counts, refuse_without_gpu
+from common import counts, positive, refuse_without_gpu
 
 VARIANTS = ("spread", "one-core", "two-cores", "spin", "prewake-spin")
 
 
 def _timed(action: Callable, inside: list, cores: list[int] | None) -> Callable:
+    from ctxlab.harness.threads import pin_this_thread
+
     pinned = threading.local()
 
     def run(baton):
-        if cores and not getattr(pinned, "done", False):  # this thread's first step: pin it (pid 0: this thread)
-            os.sched_setaffinity(0, {cores[int(threading.current_thread().name.split("-")[-1]) % len(cores)]})
+        if cores and not getattr(pinned, "done", False):  # this thread's first step: pin it (worker-N: N's core)
+            core = cores[int(threading.current_thread().name.split("-")[-1]) % len(cores)]
+            if not pin_this_thread(core):
+                raise RuntimeError(f"this system refused to pin a thread to core {core}")
             pinned.done = True
         t = time.perf_counter()
         try:
@@ -53,7 +57,7 @@ def run_polled(names: Sequence[str], steps: list, prewake: bool, timeout: float 
     turn = [0]
     baton: list = [None]
     failure: list = []
-    nudges = {name: queue.SimpleQueue() for name in names}
+    nudges: dict[str, queue.SimpleQueue] = {name: queue.SimpleQueue() for name in names}
     mine: dict[str, list[int]] = {name: [] for name in names}
     for index, step in enumerate(steps):
         mine[step.thread].append(index)
@@ -99,9 +103,9 @@ def one(variant: str, threads: int, rounds: int) -> dict:
     inside = [0.0]
     steps = relay.steps()
     two = None
-    if variant == "two-cores":
+    if variant == "two-cores":  # the shared core and the next allowed one (main() runs it only with two or more)
         available = sorted(os.sched_getaffinity(0))
-        first = available.index(shared_core())
+        first = available.index(shared_core() or available[0])
         two = [available[first], available[(first + 1) % len(available)]]
     steps = [steps[0], *(Step(s.thread, s.name, _timed(s.action, inside, two), s.round) for s in steps[1:-1]),
              steps[-1]]
@@ -119,23 +123,30 @@ def one(variant: str, threads: int, rounds: int) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--handoffs", type=int, default=8000, help="handoffs per run (>= 1)")
+    parser.add_argument("--handoffs", type=positive, default=8000, help="handoffs per run (>= 1)")
     parser.add_argument("--threads", type=counts(256), default=[1, 2, 8, 32], help="thread counts, e.g. 1,2,8,32")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated: " + ", ".join(VARIANTS))
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
     variants = args.variants.split(",")
-    if args.handoffs < 1 or any(v not in VARIANTS for v in variants):
-        parser.error(f"--handoffs must be >= 1 and --variants among {', '.join(VARIANTS)}")
+    if any(v not in VARIANTS for v in variants):
+        parser.error(f"--variants: each among {', '.join(VARIANTS)}")
     if refuse_without_gpu("handoff_variants"):
         return 2
     from ctxlab.cuda.environment import capture
 
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity here: the pinned variants cannot run
+        cores = 0
     rows = []
     for threads in args.threads:
         for variant in variants:
-            if variant == "spin" and threads > (os.cpu_count() or 1):
+            if variant == "spin" and threads > max(cores, 1):
                 continue  # every thread polls: more threads than cores only measures the scheduler
+            if (variant == "one-core" and cores < 1) or (variant == "two-cores" and cores < 2):
+                print(f"{threads:3d} threads  {variant:<13} not run: this process may run on {cores} core(s)")
+                continue
             row = one(variant, threads, max(1, args.handoffs // threads))
             rows.append(row)
             print(f"{threads:3d} threads  {variant:<13} {row['verified_per_s']:8.0f} verified/s  "

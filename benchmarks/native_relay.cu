@@ -19,7 +19,7 @@
 //         so a handoff is a switch on a core whose caches hold the relay's data)
 //
 //   nvcc -O2 -std=c++17 -o native_relay benchmarks/native_relay.cu -lcuda
-//   ./native_relay THREADS ROUNDS [cv|spin|cv1]  -> one line of JSON
+//   ./native_relay THREADS ROUNDS [cv|spin|cv1]  -> one line of JSON (its "core": cv1's core, else -1)
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -109,7 +109,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "native_relay: mode must be cv, spin or cv1\n");
         return 2;
     }
-    const int core = sched_getcpu();  // cv1: the core the relay's threads share
+    const int core = one_core ? sched_getcpu() : -1;  // cv1: the core the relay's threads share
+    if (one_core && core < 0) { std::perror("native_relay: sched_getcpu"); return 1; }
+    std::atomic<bool> unpinned{false};
 
     Relay s;
     RT(cudaSetDevice(0));
@@ -139,7 +141,7 @@ int main(int argc, char** argv) {
                 cpu_set_t set;
                 CPU_ZERO(&set);
                 CPU_SET(core, &set);
-                sched_setaffinity(0, sizeof(set), &set);  // 0: this thread
+                if (sched_setaffinity(0, sizeof(set), &set) != 0) unpinned = true;  // 0: this thread
             }
             for (int r = 0; r < rounds; ++r) {
                 if (spin) {
@@ -176,6 +178,7 @@ int main(int argc, char** argv) {
         turns[0].cv.notify_one();
     }
     for (auto& w : workers) w.join();
+    if (unpinned) { std::fprintf(stderr, "native_relay: cv1: a thread could not be pinned to core %d\n", core); return 1; }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     DRV(cuCtxPushCurrent(s.ctx));
@@ -186,8 +189,8 @@ int main(int argc, char** argv) {
     bool every = final_global == 1000 + K * total;
     for (int i = 0; i < N; ++i) every &= final_values[i] == initial[i] + total;
     std::printf("{\"mode\": \"%s\", \"threads\": %d, \"rounds\": %d, \"handoffs\": %lld, \"verified\": %lld, \"mismatches\": %lld, "
-                "\"final_ok\": %s, \"seconds\": %.6f, \"verified_per_s\": %.1f}\n",
+                "\"final_ok\": %s, \"seconds\": %.6f, \"verified_per_s\": %.1f, \"core\": %d}\n",
                 mode, threads, rounds, total, s.verified, s.mismatches, every ? "true" : "false", seconds,
-                s.verified / seconds);
+                s.verified / seconds, core);
     return every && s.mismatches == 0 ? 0 : 1;
 }

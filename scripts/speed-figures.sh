@@ -11,8 +11,10 @@ set -uo pipefail
 out=${1:?usage: scripts/speed-figures.sh OUTDIR [JOBS...]}
 shift
 mkdir -p "$out"
+out=$(cd "$out" && pwd)  # the folder given, before the cd below
 cd "$(dirname "$0")/.."
 . scripts/gpu-env.sh
+unset CUDA_DEVICE_MAX_CONNECTIONS  # the default runs are the driver's defaults; the others set it themselves
 status=0
 run() {  # run NAME COMMAND...: the command's output to NAME.txt (and the terminal); a failure is remembered
   local name=$1
@@ -26,17 +28,20 @@ CUDA_DEVICE_MAX_CONNECTIONS=1 run context_contention-connections1 \
 wave1=(python3 -m ctxlab check --only migrate,refcount,lifecycle,modules --profile)
 jobs=("$@")
 [ ${#jobs[@]} -gt 0 ] || jobs=(default)
+width_of() { [ "$1" = default ] || echo "--jobs $1"; }
 for j in "${jobs[@]}"; do
-  width=(); [ "$j" = default ] || width=(--jobs "$j")
-  run "check-profile-wave1-jobs$j" "${wave1[@]}" "${width[@]}" --json "$out/check-wave1-jobs$j.json"
+  run "check-profile-wave1-jobs$j" "${wave1[@]}" $(width_of "$j") --json "$out/check-wave1-jobs$j.json"
 done
-run check-profile-wave1-repeats1 "${wave1[@]}" --repeats 1 --json "$out/check-wave1-repeats1.json"
-CUDA_DEVICE_MAX_CONNECTIONS=1 run check-profile-wave1-connections1 "${wave1[@]}" \
+# The rest at the first width, so that their times compare with that run's (their --baseline).
+first=$(width_of "${jobs[0]}")
+run check-profile-wave1-repeats1 "${wave1[@]}" $first --repeats 1 --json "$out/check-wave1-repeats1.json"
+CUDA_DEVICE_MAX_CONNECTIONS=1 run check-profile-wave1-connections1 "${wave1[@]}" $first \
   --baseline "$out/check-wave1-jobs${jobs[0]}.json" --json "$out/check-wave1-connections1.json"
-CUDA_DEVICE_MAX_CONNECTIONS=1 run check-profile-wave1-connections1-repeats1 "${wave1[@]}" --repeats 1 \
+CUDA_DEVICE_MAX_CONNECTIONS=1 run check-profile-wave1-connections1-repeats1 "${wave1[@]}" $first --repeats 1 \
   --baseline "$out/check-wave1-repeats1.json" --json "$out/check-wave1-connections1-repeats1.json"
 run handoff_variants python3 benchmarks/handoff_variants.py --json "$out/handoff_variants.json"
 run handoff_breakdown python3 benchmarks/handoff_breakdown.py --json "$out/handoff_breakdown.json"
 run cli_startup python3 benchmarks/cli_startup.py --json "$out/cli_startup.json"
-python3 scripts/repo_relative.py --out "$out" "$out"/*.txt
+# The printed figures name no path of this machine (the JSON keeps what the labs observed, nvcc's scratch paths too).
+python3 scripts/repo_relative.py --out "$out" "$out"/*.txt || status=1
 exit $status

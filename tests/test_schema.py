@@ -167,7 +167,17 @@ def test_several_runs_and_a_run_whose_environment_is_unknown_validate():
     assert errors(json.loads(dumps([full_run(), unknown]))) == []
 
 
-def test_the_driver_variables_set_for_a_run_are_captured_and_validate(monkeypatch):
+def test_the_schema_document_names_exactly_the_driver_variables_recorded():
+    import re
+
+    from ctxlab.cuda.environment import DRIVER_VARIABLES
+
+    (row,) = [line for line in (ROOT / "docs" / "schema.md").read_text().splitlines()
+              if line.startswith("| `driver_variables` |")]
+    assert sorted(set(re.findall(r"CUDA_[A-Z_]+", row))) == sorted(DRIVER_VARIABLES)
+
+
+def test_the_driver_variables_set_for_a_run_are_read_and_validate(monkeypatch):
     from ctxlab.cuda.environment import DRIVER_VARIABLES, driver_variables
 
     for name in DRIVER_VARIABLES:

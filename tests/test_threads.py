@@ -4,7 +4,15 @@ import threading
 import pytest
 
 from ctxlab.harness.recorder import Recorder
-from ctxlab.harness.threads import Choreography, HandoffTimeout, Step, StepFailed, relay_steps
+from ctxlab.harness.threads import (
+    Choreography,
+    HandoffTimeout,
+    Step,
+    StepFailed,
+    pin_this_thread,
+    relay_steps,
+    shared_core,
+)
 
 
 def test_steps_run_in_order_each_on_its_named_thread():
@@ -141,7 +149,17 @@ def test_exclusive_holders_run_alone_and_shared_ones_together():
     assert max(len(seen) for seen in log) > 1  # shared holders overlapped
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="this system has no CPU affinity")
+def pinning_works() -> bool:
+    """Whether this system lets a thread pin itself (a container may refuse it)."""
+    result = []
+    thread = threading.Thread(target=lambda: result.append(pin_this_thread(min(os.sched_getaffinity(0)))))
+    thread.start()
+    thread.join()
+    return result == [True]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or not pinning_works(),
+                    reason="this system has no CPU affinity, or refuses to pin a thread")
 @pytest.mark.parametrize("threads", [1, 2, 5])
 def test_one_core_runs_every_step_in_order_on_the_one_core(threads):
     names = [f"t{i}" for i in range(threads)]
@@ -157,6 +175,39 @@ def test_one_core_runs_every_step_in_order_on_the_one_core(threads):
     assert [name for name, _ in seen] == [s.thread for s in steps]
     assert choreo.core is not None and {cores for _, cores in seen} == {frozenset({choreo.core})}
     assert len(os.sched_getaffinity(0)) >= 1 and choreo.core in os.sched_getaffinity(0)
+
+
+def test_the_shared_core_is_an_allowed_one_chosen_by_pid(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 5, 9}, raising=False)
+    chosen = set()
+    for pid in range(100, 106):
+        monkeypatch.setattr(os, "getpid", lambda pid=pid: pid)
+        chosen.add(shared_core())
+    assert chosen == {3, 5, 9}  # side-by-side processes spread over the allowed cores, and only those
+
+
+def test_no_affinity_means_no_shared_core(monkeypatch):
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    assert shared_core() is None
+    names = ["a", "b"]
+    choreo = Choreography(names, one_core=True)
+    assert choreo.run(relay_steps(names, 3, "step", lambda b: b + 1), 0) == 6 and choreo.core is None
+
+
+def test_a_failed_run_does_not_keep_the_core_of_the_run_before(monkeypatch):
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cores: None, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    choreo = Choreography(["a"], one_core=True)
+    choreo.run([Step("a", "fine", lambda b: b)])
+    assert choreo.core == 0
+
+    def boom(_):
+        raise ValueError("no")
+
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cores: (_ for _ in ()).throw(OSError(1, "no")))
+    with pytest.raises(StepFailed):
+        choreo.run([Step("a", "boom", boom)])
+    assert choreo.core is None
 
 
 def test_one_core_where_pinning_is_refused_runs_anyway_and_says_so(monkeypatch):

@@ -11,12 +11,13 @@ never finishes stops it with ``HandoffTimeout`` naming the thread and step.
 With ``one_core``, every thread of the choreography is pinned to the same CPU
 core. Exactly one of them runs at a time, so nothing is lost, and each handoff
 becomes a switch on a core whose caches already hold the steps' data and
-whose next thread needs no wake-up from another core's idle state. On an H200
-host a verified relay of 32 threads ran 3x faster so (20,400 against 6,800
-verified handoffs/s; benchmarks/handoff_variants.py). Which core: one of the
-process's allowed cores, chosen by its pid, so that processes side by side
-take different ones. Where the system refuses the pinning, the threads run
-where the scheduler puts them and ``core`` stays None.
+whose next thread needs no wake-up from another core's idle state (migrate's
+relay of 32 threads ran about 3x faster so on an H200 host: labs/migrate.md).
+Which core: one of the process's allowed cores, chosen by its pid, so that
+processes side by side take different ones. Each thread is pinned as it starts,
+before its first step, so threads a step starts (the CUDA driver's own, when a
+step makes a context) inherit the core. Where the system refuses the pinning,
+the threads run where the scheduler puts them and ``core`` is None.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def shared_core() -> int | None:
     return cores[os.getpid() % len(cores)] if cores else None
 
 
-def _pin_this_thread(core: int) -> bool:
+def pin_this_thread(core: int) -> bool:
+    """Pin the calling thread to ``core``; False where the system has no affinity or refuses it."""
     try:
         os.sched_setaffinity(0, {core})  # pid 0: the calling thread
         return True
@@ -94,7 +96,7 @@ class Choreography:
         self.progress = progress
         self.progress_every = max(1, progress_every)
         self.one_core = one_core
-        self.core: int | None = None  # after run: the core every thread ran on, when they were pinned
+        self.core: int | None = None  # after a run: the core all its threads were pinned to, else None
 
     def run(self, steps: Sequence[Step], baton: Any = None) -> Any:
         """Run every step in order on its thread; return the last step's baton."""
@@ -102,6 +104,7 @@ class Choreography:
         unknown = {s.thread for s in steps} - set(self.names)
         if unknown:
             raise ValueError(f"steps name threads that do not exist: {', '.join(sorted(unknown))}")
+        self.core = None
         if not steps:
             return baton
         inboxes: dict[str, queue.SimpleQueue] = {name: queue.SimpleQueue() for name in self.names}
@@ -112,7 +115,7 @@ class Choreography:
 
         def worker(name: str) -> None:
             if core is not None:
-                pinned.append(_pin_this_thread(core))
+                pinned.append(pin_this_thread(core))
             inbox = inboxes[name]
             while True:
                 message = inbox.get()
@@ -136,15 +139,16 @@ class Choreography:
             thread.start()
         try:
             inboxes[steps[0].thread].put((0, baton))
-            result = self._wait(steps, done, completed)
-            self.core = core if pinned and all(pinned) else None
-            return result
+            return self._wait(steps, done, completed)
         finally:
             for inbox in inboxes.values():
                 inbox.put(_STOP)
             deadline = time.monotonic() + 1.0
             for thread in workers:
                 thread.join(max(0.0, deadline - time.monotonic()))
+            # Every thread pins itself before it reads its queue, so once all have ended all have answered.
+            ended = not any(thread.is_alive() for thread in workers)
+            self.core = core if ended and len(pinned) == len(workers) and all(pinned) else None
 
     def _wait(self, steps, done, completed) -> Any:
         last_count, last_change = -1, time.monotonic()

@@ -523,8 +523,8 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
 
     ``one_core``: the relay's threads share one CPU core (see Choreography). Only one of them runs at a
     time, and on a shared core a handoff finds warm caches and no core to wake: on an H200 host 32 threads
-    ran 20,400 verified handoffs/s so against 6,800 spread over the cores
-    (labs/results/speed/handoff_variants.json). Which core is recorded with the summary."""
+    ran about 3x faster so than spread over the cores (labs/migrate.md). The summary records ``one_core``
+    (asked for) and ``core`` (the core the threads were pinned to; None where the system refused)."""
     from ctxlab.cuda import driver as drv
     from ctxlab.harness.isolate import report_progress
     from ctxlab.harness.threads import Choreography, relay_steps
@@ -546,7 +546,7 @@ def handoff(device: int, kind: str, threads: int, rounds: int, timeout: float, b
     relay.rec.add("summary", "handoffs verified",
                   {"verified": relay.verified, "handoffs": total, "mismatches": relay.mismatches,
                    "first_mismatch": relay.first_mismatch, "final_ok": relay.final_ok, "threads": threads,
-                   "rounds": rounds, "one_core": choreo.core}, context=(ctx, relay.ctx_id))
+                   "rounds": rounds, "one_core": one_core, "core": choreo.core}, context=(ctx, relay.ctx_id))
     metrics = {f"{kind}: verified handoffs/s": total / (relay.t1 - relay.t0)}
     if bare:
         def bare_step(c):

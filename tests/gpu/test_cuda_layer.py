@@ -47,6 +47,15 @@ def test_helpers_against_the_real_driver():
     assert out["state_after"] is True
 
 
+def test_the_captured_environment_names_the_driver_variables_of_the_run(monkeypatch):
+    from ctxlab.cuda.environment import capture
+
+    monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "8")  # read by the driver at context creation, not here
+    env = capture(0)
+    assert env["driver_variables"]["CUDA_DEVICE_MAX_CONNECTIONS"] == "8"
+    assert env["gpu"].startswith("NVIDIA")
+
+
 def test_doctor_on_a_real_gpu():
     from ctxlab.cuda.environment import doctor
 
