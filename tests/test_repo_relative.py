@@ -15,15 +15,16 @@ def run(*args):
 
 def test_paths_below_the_repository_become_relative_and_the_rest_placeholders(tmp_path):
     log = tmp_path / "pytest.log"
-    log.write_text(f"rootdir: {ROOT}\nE   {ROOT}/ctxlab/cli.py:708\n../../opt/x/site-packages/numba/a.py:3\n"
+    other = f"{tmp_path}/other-machine/site-packages"  # a folder of another machine, named with --map
+    log.write_text(f"rootdir: {ROOT}\nE   {ROOT}/ctxlab/cli.py:708\n../..{other}/numba/a.py:3\n"
                    f"generated xml file: {tmp_path}/out/pytest.xml\n{ROOT}ly/not/the/repo\n")
-    done = run("--out", str(tmp_path / "out"), "--map", "/opt/x/site-packages=<site-packages>", str(log))
+    done = run("--out", str(tmp_path / "out"), "--map", f"{other}=<site-packages>", str(log))
     assert done.returncode == 0, done.stderr
     lines = log.read_text().splitlines()
     assert lines[:4] == ["rootdir: .", "E   ctxlab/cli.py:708", "<site-packages>/numba/a.py:3",
                          "generated xml file: <out>/pytest.xml"]
     # A path that only begins like the repository's is not in it; it may still lie in the temporary folder
-    # (a checkout under /tmp), which is rewritten as such.
+    # (a checkout there), which is rewritten as such.
     tmp = tempfile.gettempdir()
     under_tmp = str(ROOT).startswith(tmp + "/")
     assert lines[4] == (f"<tmp>{str(ROOT)[len(tmp):]}ly/not/the/repo" if under_tmp else f"{ROOT}ly/not/the/repo")
@@ -33,9 +34,9 @@ def test_an_xml_report_stays_xml(tmp_path):
     import xml.etree.ElementTree as ET
 
     report = tmp_path / "guard.junit.xml"
-    report.write_text(f'<testsuite><testcase file="{tmp_path}/work/test_a.py" name="a">'
-                      f"<failure>{tmp_path}/work/test_a.py:3: boom</failure></testcase></testsuite>")
-    done = run("--map", f"{tmp_path}/work=<scratch tests>", str(report))
+    report.write_text(f'<testsuite><testcase file="{tmp_path}/scratch/test_a.py" name="a">'
+                      f"<failure>{tmp_path}/scratch/test_a.py:3: boom</failure></testcase></testsuite>")
+    done = run("--map", f"{tmp_path}/scratch=<scratch tests>", str(report))
     assert done.returncode == 0, done.stderr
     case = ET.parse(report).getroot().find("testcase")
     assert case.get("file") == "<scratch tests>/test_a.py" and case.find("failure").text.startswith("<scratch tests>/")

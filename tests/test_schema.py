@@ -177,13 +177,13 @@ def test_the_schema_document_names_exactly_the_driver_variables_recorded():
     assert sorted(set(re.findall(r"CUDA_[A-Z_]+", row))) == sorted(DRIVER_VARIABLES)
 
 
-def test_the_driver_variables_set_for_a_run_are_read_and_validate(monkeypatch):
+def test_the_driver_variables_set_for_a_run_are_read_and_validate(monkeypatch, tmp_path):
     from ctxlab.cuda.environment import DRIVER_VARIABLES, driver_variables
 
     for name in DRIVER_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1")
-    monkeypatch.setenv("CUDA_HOME", "/usr/local/cuda")  # a path, not a driver setting: not recorded
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))  # a path, not a driver setting: not recorded
     assert driver_variables() == {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
     document = json.loads(dumps([full_run()]))
     document["environment"]["driver_variables"] = driver_variables()
@@ -253,8 +253,10 @@ def test_the_schema_ships_as_package_data():
     assert any(req.startswith("jsonschema") for req in data["project"]["dependencies"])  # the loader validates
 
 
-# Files outside the repository: a team page, a sibling checkout, this machine's paths.
-OUTSIDE = re.compile(r"DESIGN\.md|\.\./shared|/work/")
+# Files outside the repository: a team page, a sibling checkout, this machine's paths (the folder the
+# checkout lies in, unless that is the file system's root).
+OUTSIDE = re.compile("|".join([r"DESIGN\.md", r"\.\./shared",
+                               *([re.escape(f"{ROOT.parent}/")] if ROOT.parent != ROOT.parent.parent else [])]))
 
 
 def project_texts() -> list[Path]:
