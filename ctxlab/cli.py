@@ -8,9 +8,7 @@ crashed), 2 for a usage or environment problem (no GPU, bad device, bad file),
 
 from __future__ import annotations
 
-import functools
 import json
-import math
 import os
 import sys
 import time
@@ -18,229 +16,38 @@ import time
 import click
 
 from ctxlab import __version__
+from ctxlab.cli_help import LazyHelpCommand, audit_help
+from ctxlab.cli_options import (
+    device_option,
+    lab_options,
+    max_size_option,
+    output_option,
+    output_options,
+    program_options,
+    repeats_option,
+    table_options,
+    trace_option,
+)
+from ctxlab.cli_report import HandoffProgress, emit, render_for, say, screen_of, write_report
+from ctxlab.cli_types import (
+    EXIT_FAILS,
+    EXIT_USAGE,
+    CtxlabError,
+    FiniteFloat,
+    NameList,
+    OneLineGroup,
+    OutputPath,
+    ResultPath,
+    domain_errors,
+    no_gpu_line,
+)
 from ctxlab.labs import LABS as _LAB_NAMES
 from ctxlab.report import FORMATS
 
-EXIT_FAILS = 1
-EXIT_USAGE = 2
+__all__ = ["cli", "main", "CtxlabError", "ProgramRan", "EXIT_FAILS", "EXIT_USAGE", "device_option", "trace_option",
+           "repeats_option", "HandoffProgress", "say", "emit"]
 
-
-class CtxlabError(click.ClickException):
-    """A user or environment problem: one line, exit status 2, no traceback."""
-
-    exit_code = EXIT_USAGE
-
-
-def domain_errors(fn):
-    """Turn the errors a user can cause or meet into CtxlabError at the command boundary."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from ctxlab.cuda.environment import BadDevice, NoGpu
-        from ctxlab.lab import OptionError
-        from ctxlab.labs import UnknownLab
-        from ctxlab.output import OutputError
-        from ctxlab.record import ResultFileError
-        from ctxlab.trace import TraceUnavailable
-
-        try:
-            return fn(*args, **kwargs)
-        except NoGpu as exc:
-            raise CtxlabError(f"no usable GPU: {exc} (ctxlab doctor shows what was found)") from None
-        except (BadDevice, ResultFileError, OptionError, UnknownLab, TraceUnavailable) as exc:
-            raise CtxlabError(" ".join(str(exc).split())) from None
-        except OutputError as exc:
-            raise CtxlabError(f"cannot write output: {' '.join(str(exc).split())}") from None
-        except OSError as exc:
-            raise CtxlabError(f"cannot write output: {exc.strerror or exc}") from None
-
-    return wrapper
-
-
-class FiniteFloat(click.FloatRange):
-    """A FloatRange that refuses NaN and infinities (Click's own lets NaN through every bound)."""
-
-    name = "float"
-
-    def convert(self, value, param, ctx):
-        """Parse a finite number within the bounds; NaN and infinities are refused."""
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
-        return number
-
-
-class OutputPath(click.ParamType):
-    """Where a report goes: a file, a device or FIFO (written in place), or - for standard output."""
-
-    name = "PATH"
-
-    def convert(self, value, param, ctx):
-        """Accept any path but the empty one (- means standard output)."""
-        if value == "":
-            self.fail("empty output path: give a file name, or - for standard output", param, ctx)
-        return value
-
-
-class ByteSize(click.ParamType):
-    """A size such as 65536, 64K, 64M or 1G (powers of 1024)."""
-
-    name = "SIZE"
-    UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
-
-    def convert(self, value, param, ctx):
-        """The size in bytes; an int passes through, a number with a K, M or G suffix is scaled."""
-        if isinstance(value, int):
-            return value
-        text = str(value).strip().upper().removesuffix("B").removesuffix("I")  # 64M, 64MB and 64MiB alike
-        unit = text[-1:] if text[-1:] in ("K", "M", "G") else ""
-        number = text[: len(text) - len(unit)]
-        if not number.isdigit() or int(number) <= 0:
-            self.fail(f"{value!r} is not a size such as 65536, 64K, 64M or 1G", param, ctx)
-        return int(number) * self.UNITS[unit]
-
-
-class NameList(click.ParamType):
-    """A comma-separated list with at least one name (an empty list is a mistake, not "all")."""
-
-    name = "NAMES"
-
-    def convert(self, value, param, ctx):
-        """Accept the list as given once it names at least one thing."""
-        if not [part for part in value.split(",") if part.strip()]:
-            self.fail(f"{value!r} names nothing: give at least one name", param, ctx)
-        return value
-
-
-def device_option(fn):
-    """Add --device: which GPU a command runs on."""
-    return click.option("--device", "-d", type=click.IntRange(min=0), default=0, show_default=True,
-                        help="Index of the GPU to run on (as the driver numbers them).")(fn)
-
-
-def trace_option(fn):
-    """Add --trace: attach the CUPTI driver calls and resource events to each step."""
-    return click.option("--trace", is_flag=True,
-                        help="Attach to each step the driver calls and resource events it caused (CUPTI).")(fn)
-
-
-OUTPUT_HELP = ("Write the report here instead of standard output (- is standard output; a file is replaced "
-               "atomically and keeps its mode; a device or FIFO is written in place).")
-
-
-def output_option(fn):
-    """Add --output: where the report goes (standard output by default)."""
-    return click.option("--output", "-o", type=OutputPath(), default=None, help=OUTPUT_HELP)(fn)
-
-
-def repeats_option(fn):
-    """Add --repeats: how many fresh-process runs each undefined-behaviour scenario gets."""
-    from ctxlab.defaults import DEFAULT_REPEATS
-
-    return click.option("--repeats", type=click.IntRange(1, 100), default=DEFAULT_REPEATS, show_default=True,
-                        help="Runs of each scenario in undefined-behaviour territory (use after release, reset or "
-                             "destroy), each in a fresh process; its claims judge the distribution of outcomes.")(fn)
-
-
-def lab_options(fn):
-    """What every lab command takes: the GPU, tracing, repeats, the report's format and file."""
-    return device_option(trace_option(repeats_option(output_options(fn))))
-
-
-def program_options(verb: str):
-    """The program trace and audit run: -c CODE, -m MODULE, or a SCRIPT and its arguments."""
-    def decorate(fn):
-        fn = click.argument("script_args", nargs=-1, type=click.UNPROCESSED)(fn)
-        fn = click.option("-m", "module", default=None,
-                          help=f"{verb} this module, run as a script (like python -m).")(fn)
-        return click.option("-c", "code", default=None, help=f"{verb} this Python code.")(fn)
-
-    return decorate
-
-
-def output_options(fn):
-    """Add --format and --output: the report's format and where it goes."""
-    fn = output_option(fn)
-    fn = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-                      help="Report format: a human table, JSON (schema ctxlab/1), JUnit XML or Markdown.")(fn)
-    return fn
-
-
-def max_size_option(fn):
-    """Add --max-size: the largest result file a command will read."""
-    from ctxlab.defaults import DEFAULT_MAX_BYTES
-
-    return click.option("--max-size", type=ByteSize(), default=f"{DEFAULT_MAX_BYTES // 2**20}M", show_default=True,
-                        help="Refuse result files larger than this (e.g. 64M, 1G): they are read whole.")(fn)
-
-
-def write_report(text: str, output: str | None, what: str) -> None:
-    """Write ``text`` to ``output`` through the one writer (standard output when None or -); say where."""
-    from ctxlab.output import STDOUT, write_output
-
-    target = output or STDOUT
-    write_output(target, text)
-    if target != STDOUT:
-        say(f"wrote {what} to {target}")
-
-
-def emit(runs, fmt: str, output: str | None) -> None:
-    """Render the runs in ``fmt`` and write them to ``output`` (standard output when None or -)."""
-    from ctxlab.report import render
-
-    write_report(render(runs, fmt), output, f"{fmt} report")
-
-
-def say(message: str) -> None:
-    """Write a status line to standard error, so standard output carries only the report."""
-    click.echo(message, err=True)
-
-
-class HandoffProgress:
-    """Progress of a long relay: a bar on a terminal, a line a second elsewhere."""
-
-    def __init__(self):
-        self.bar = None
-        self.last = 0.0
-        self.tty = sys.stderr.isatty()
-
-    def __call__(self, done: int, total: int) -> None:
-        """Show ``done`` of ``total`` handoffs: update the bar, or print a line at most once a second."""
-        if self.tty:
-            if self.bar is None:
-                from rich.progress import Progress
-
-                self.bar = Progress(transient=True)
-                self.bar.start()
-                self.task = self.bar.add_task("handoffs", total=total)
-            self.bar.update(self.task, completed=done, total=total)
-            if done >= total:
-                self.bar.stop()
-                self.bar = None
-        elif time.monotonic() - self.last >= 1.0 or done >= total:
-            self.last = time.monotonic()
-            say(f"  handoffs {done}/{total}")
-
-
-def prepare(device: int, output: str | None, trace: bool = False) -> None:
-    """Check what can be checked before a long run: the device exists, the output is writable,
-    CUPTI can be loaded when tracing is asked for."""
-    from ctxlab.cuda.environment import require_device
-    from ctxlab.record import check_writable
-
-    if output:
-        check_writable(output)
-    require_device(device)
-    if trace:
-        from ctxlab.trace import TraceUnavailable, require_cupti
-
-        try:
-            require_cupti()
-        except TraceUnavailable as exc:
-            raise CtxlabError(str(exc)) from None
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ctxlab")
 def cli():
     """ctxlab: experiments that show how CUDA contexts really behave.
@@ -257,77 +64,37 @@ def cli():
 @cli.command()
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
               help="A human table, or the findings as JSON.")
-@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @output_option
+@click.option("--json", "json_path", type=OutputPath(), default=None,
+              help="Also write the findings as JSON here (as check's --json PATH).")
 @domain_errors
-def doctor(fmt: str, as_json: bool, output: str | None):
+def doctor(fmt: str, output: str | None, json_path: str | None) -> None:
     """Show the driver, runtimes, GPUs and libraries ctxlab would use.
+
+    \b
+      ctxlab doctor
+      ctxlab doctor --format json -o doctor.json
 
     Creates no context: the primary contexts' state is reported as found.
     Exits 2 (after printing) when something ctxlab needs is missing.
     """
     from ctxlab.cuda.environment import doctor as find
-    from ctxlab.output import STDOUT, check_writable, write_output
+    from ctxlab.output import STDOUT, check_outputs, write_outputs
+    from ctxlab.report.doctor import render_doctor
 
-    if output:
-        check_writable(output)
+    target = output or STDOUT
+    outputs = [(fmt, target), *([("json", json_path)] if json_path else [])]
+    check_outputs([path for _, path in outputs])
     report = find()
-    if as_json or fmt == "json":
-        write_output(output or STDOUT, json.dumps(report, indent=2) + "\n")
-    elif output and output != STDOUT:
-        import io
-
-        from rich.console import Console
-
-        buffer = io.StringIO()
-        _print_doctor(report, Console(file=buffer, width=120, color_system=None))
-        write_output(output, buffer.getvalue())
-    else:
-        _print_doctor(report)
+    text = {"json": json.dumps(report, indent=2) + "\n",
+            "table": render_doctor(report, screen_of(target), __version__)}
+    write_outputs([(path, text[kind]) for kind, path in outputs])
     if report["missing"]:
         raise SystemExit(EXIT_USAGE)
 
 
-def _print_doctor(report: dict, console=None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    console = console or Console()
-    drv = report["driver"]
-    table = Table(title=f"ctxlab {report['ctxlab'] or __version__} on {report['hostname']} (Python {report['python']})")
-    table.add_column("component")
-    table.add_column("status")
-    table.add_column("details", overflow="fold")
-    for key in ("driver", "cupy", "cuda_bindings", "nvrtc", "cupti"):
-        part = report[key]
-        details = {k: v for k, v in part.items() if k not in ("ok", "problem", "devices")}
-        status = "[green]ok[/]" if part["ok"] else "[red]missing[/]"
-        table.add_row(key, status, _once(f"{key}: {part['problem']}").removeprefix(f"{key}: ") if part.get("problem")
-                      else ", ".join(f"{k} {v}" for k, v in details.items()))
-    table.add_row("CUDA_MODULE_LOADING", "", str(report["CUDA_MODULE_LOADING"] or "(unset)"))
-    console.print(table)
-    if drv.get("ok"):
-        gpus = Table(title="GPUs")
-        for column in ("index", "name", "compute capability", "memory", "primary context"):
-            gpus.add_column(column)
-        for dev in drv["devices"]:
-            gpus.add_row(str(dev["index"]), dev["name"], dev["compute_capability"],
-                         f"{dev['memory_bytes'] / 2**30:.1f} GiB",
-                         "active" if dev["primary_context_active"] else "inactive")
-        console.print(gpus)
-    for line in report["missing"]:
-        console.print(Text.assemble(("missing", "red"), f" {_once(line)}"), highlight=False)
-
-
-def _once(line: str) -> str:
-    """'cupti: cupti: X' as 'cupti: X': the probe's message may already name its part."""
-    part, _, problem = line.partition(": ")
-    return f"{part}: {problem.removeprefix(part + ': ')}" if problem else line
-
-
 @cli.command()
-@click.argument("file", type=click.Path())
+@click.argument("file", type=ResultPath())
 @output_options
 @click.option("--html", "html_path", type=OutputPath(), default=None,
               help="Also write a self-contained HTML page: a timeline of threads by contexts, step by step.")
@@ -335,27 +102,42 @@ def _once(line: str) -> str:
               help="Exit 1 when a recorded claim fails or errs, or a scenario crashed (as the run did).")
 @max_size_option
 @domain_errors
-def show(file: str, fmt: str, output: str | None, html_path: str | None, gate: bool, max_size: int):
+def show(file: str, fmt: str, output: str | None, steps: bool, full: bool, html_path: str | None, gate: bool,
+         max_size: int) -> None:
     """Render a recorded result FILE (JSON, schema ctxlab/1) as a report.
 
-    Result files are data from other machines and are treated as untrusted: any
-    file that is not a valid result is refused with one line and exit status 2.
-    Exits 0 after rendering, or with --check 1 when the recorded run failed.
+    \b
+      ctxlab show labs/results/check.json
+      ctxlab show labs/results/migrate.json --steps --html migrate.html
+      ctxlab show run.json --check --format junit -o run.xml
+
+    The table shows every lab's claims (verdict, id, statement, evidence),
+    its figures and errors, and a closing summary; --steps adds the step
+    tables and timelines. Result files are data from other machines and are
+    treated as untrusted: any file that is not a valid result is refused with
+    one line and exit status 2. Exits 0 after rendering, or with --check 1
+    when the recorded run failed. Every output is written, or none.
     """
     from ctxlab.loading import load_runs
+    from ctxlab.output import STDOUT, check_outputs, write_outputs
 
-    runs = load_runs(file, max_size)
+    reports = [(fmt, output or STDOUT)] if output or not html_path or fmt != "table" else []
     if html_path:
-        from ctxlab.output import write_outputs
-        from ctxlab.report.timeline import render_html
+        reports.append(("html", html_path))
+    check_outputs([path for _, path in reports])
+    runs = load_runs(file, max_size, limit_hint="--max-size raises it")
+    texts = []
+    for kind, path in reports:
+        if kind == "html":
+            from ctxlab.report.timeline import render_html
 
-        write_outputs([(html_path, render_html(runs))])
-        say(f"wrote the timeline to {html_path}")
-        if not output and fmt == "table":
-            if gate and any(run.failed for run in runs):
-                raise SystemExit(EXIT_FAILS)
-            return
-    emit(runs, fmt, output)
+            texts.append((path, render_html(runs)))
+        else:
+            texts.append((path, render_for(runs, kind, path, steps, full)))
+    write_outputs(texts)
+    for kind, path in reports:
+        if path != STDOUT:
+            say(f"wrote the timeline to {path}" if kind == "html" else f"wrote {kind} report to {path}")
     if gate and any(run.failed for run in runs):
         raise SystemExit(EXIT_FAILS)
 
@@ -366,16 +148,15 @@ def lab_exit(runs) -> None:
         raise SystemExit(EXIT_FAILS)
 
 
-def run_lab(name: str, fmt: str, output: str | None, on_progress=None, **options) -> None:
+def run_lab(name: str, fmt: str, output: str | None, on_progress=None, steps: bool = False, full: bool = False,
+            **options) -> None:
     """What every lab command does: check the output path, run through the API, report, exit by the verdicts."""
     import ctxlab.api
+    from ctxlab.output import check_writable
 
-    if output:
-        from ctxlab.record import check_writable
-
-        check_writable(output)
+    check_writable(output or "-")
     result = ctxlab.api.run(name, progress=say, on_progress=on_progress, **options)
-    emit([result], fmt, output)
+    emit([result], fmt, output, steps, full)
     lab_exit([result])
 
 
@@ -514,77 +295,13 @@ def trace(only, calls_mode, thread_name, fmt, output, code, module, script_args)
         status = run_traced(code=code, module=module, argv=list(script_args), only=only, thread=thread_name,
                             fmt=fmt, output=output, echo=click.echo, calls_mode=calls_mode, err=say)
     except TraceUnavailable as exc:
-        raise CtxlabError(str(exc)) from None
+        raise tracer_unavailable(exc) from None
     except FileNotFoundError as exc:
         raise CtxlabError(f"script not found: {exc.filename}") from None
     raise ProgramRan(status)
 
 
-AUDIT_HELP = """Run a Python program under the tracer and report CUDA context hazards.
-
-\b
-  ctxlab audit -- examples/hazards/no_context.py [ARGS]
-  ctxlab audit --format sarif -o audit.sarif -m mypackage.tool [ARGS]
-  ctxlab audit -c "import cupy; cupy.arange(3).sum()"
-
-\b
-Rules (severity, the lab claim that demonstrates the hazard: ctxlab claims):
-{rules}
-
-Each finding names the rule, its severity, the host thread, the user's
-file:line, the driver and runtime calls involved and the claim. What the
-rules see: every driver and runtime call the program makes (CUPTI activity
-records: function, thread, time, status), the context functions and
-resource events (a Python callback each: exact context handle and the
-user's Python stack), and a few rarely called functions the rules judge
-(cuMemAlloc, cuCtxSynchronize, cudaDeviceReset). What they cannot see: a
-call with only an activity record (a kernel launch, most runtime calls)
-carries no Python stack; its location is the uncaught exception that
-named its status, or else the thread's last call that had a stack (marked
-approximate); the driver calls the runtime makes beneath its own calls are
-seen only for the context functions; pointers passed to kernels are not
-inspected. Children forked after CUDA initialised are watched through
-os.register_at_fork: the first call into a CUDA library module there is
-reported (fork-after-init).
-
-\b
-Exit status: 3 when a hazard of severity error is found, 0 otherwise
-(warnings and info do not change it), 2 for a usage or environment
-problem (no program, missing CUPTI, an output that cannot be written).
-The program's own exit status is reported apart, in the report and on
-standard error, never as the audit's exit status.
-"""
-
-
-def _audit_help() -> str:
-    from ctxlab.audit.rules import RULES
-
-    rules = "\n".join(f"  {r.id} ({r.severity}, {r.claim}): {r.title}" for r in RULES)
-    return AUDIT_HELP.format(rules=rules)
-
-
-class LazyHelpCommand(click.Command):
-    """A command whose help text is built when it is shown: ``audit``'s lists the rules, and importing them
-    for every ``ctxlab --help`` would cost start-up time (the short help in the command list is given)."""
-
-    def __init__(self, *args, help_text, **kwargs):
-        self._help_text = help_text
-        self._help: str | None = None
-        super().__init__(*args, **kwargs)
-
-    @property
-    def help(self) -> str | None:
-        """The help text, built the first time it is asked for."""
-        if self._help is None:
-            self._help = self._help_text()
-        return self._help
-
-    @help.setter
-    def help(self, value: str | None) -> None:
-        pass  # click offers the function's docstring: the help is help_text's
-
-
-@cli.command(cls=LazyHelpCommand, help_text=_audit_help,
+@cli.command(cls=LazyHelpCommand, help_text=audit_help,
              short_help="Run a Python program under the tracer and report CUDA context hazards.",
              context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "junit", "sarif"]), default="table",
@@ -600,10 +317,13 @@ def audit(fmt, output, code, module, script_args):
     from ctxlab.audit.run import audit_program
     from ctxlab.output import STDOUT, write_output
     from ctxlab.report.escape import one_line
+    from ctxlab.trace import TraceUnavailable
 
     one_program(code, module, script_args, output)
     try:
         result = audit_program(code=code, module=module, argv=list(script_args))
+    except TraceUnavailable as exc:
+        raise tracer_unavailable(exc) from None
     except FileNotFoundError as exc:
         raise CtxlabError(f"script not found: {exc.filename}") from None
     sys.stdout.flush()
@@ -649,7 +369,7 @@ def claims(lab_names, fmt, output):
     from ctxlab.report.catalogue import render_catalogue
 
     entries = catalogue(ctxlab.api.claims(lab_names or None))
-    write_report(render_catalogue(entries, fmt), output, f"{len(entries)} claims")
+    write_report(render_catalogue(entries, fmt, screen_of(output)), output, f"{len(entries)} claims")
 
 
 def parse_devices(text: str) -> list[int]:
@@ -670,7 +390,7 @@ def parse_devices(text: str) -> list[int]:
 
 
 @cli.command()
-@click.option("--devices", default="0", show_default=True,
+@click.option("--devices", "-d", default="0", show_default=True, metavar="all|N,N",
               help="GPUs to run the labs on: 'all' or a list such as 0,1.")
 @click.option("--only", type=NameList(), default=None,
               help=f"Run only these labs (comma-separated): {', '.join(_LAB_NAMES)}.")
@@ -685,12 +405,13 @@ def parse_devices(text: str) -> list[int]:
               help="Format of the report --output gets: table (default), json (every run), junit or markdown "
                    "(the CI summary).")
 @output_option
+@table_options
 @click.option("--json", "json_path", type=OutputPath(), default=None,
               help="Also write all results as JSON here (as --format json --output PATH).")
 @click.option("--junit", "junit_path", type=OutputPath(), default=None, help="Also write JUnit XML here.")
 @click.option("--markdown", "markdown_path", type=OutputPath(), default=None,
               help="Also write the summary for a CI step summary here (e.g. $GITHUB_STEP_SUMMARY).")
-@click.option("--baseline", type=click.Path(), default=None,
+@click.option("--baseline", type=ResultPath(), default=None,
               help="A recorded check JSON to compare with: every verdict or observed outcome that differs is drift; "
                    "its timings also order the scenarios longest first.")
 @click.option("--fail-on-drift", is_flag=True, help="Exit 1 when anything drifted from --baseline.")
@@ -699,8 +420,8 @@ def parse_devices(text: str) -> list[int]:
                    "critical path (standard error).")
 @max_size_option
 @domain_errors
-def check(devices, only, timeout, jobs, repeats, fmt, output, json_path, junit_path, markdown_path, baseline,
-          fail_on_drift, profile, max_size):
+def check(devices, only, timeout, jobs, repeats, fmt, output, steps, full, json_path, junit_path, markdown_path,
+          baseline, fail_on_drift, profile, max_size):
     """Run every lab, isolated, and report for CI: exit 1 when a documented claim fails or a lab errors.
 
     One line per lab as it ends, then the table (or --format to --output).
@@ -733,7 +454,7 @@ def check(devices, only, timeout, jobs, repeats, fmt, output, json_path, junit_p
     if output or fmt or not reports:  # the table goes to standard output unless only report files were named
         reports.insert(0, (fmt or "table", output or "-"))
     check_outputs([path for _, path in reports])
-    base = load_runs(baseline, max_size) if baseline else None
+    base = load_runs(baseline, max_size, limit_hint="--max-size raises it") if baseline else None
     chosen = parse_devices(devices)
     t0 = time.perf_counter()
     schedule: list = []
@@ -744,27 +465,30 @@ def check(devices, only, timeout, jobs, repeats, fmt, output, json_path, junit_p
     if profile:
         for line in profile_lines(schedule):
             say(line)
-    write_outputs(check_reports(runs, drifted, reports))
+    write_outputs(check_reports(runs, drifted, reports, steps, full))
     for d in drifted or ():
         say(one_line(f"drift: {drift_line(d)}"))
     if any(run.failed for run in runs) or (fail_on_drift and drifted):
         raise SystemExit(EXIT_FAILS)
 
 
-def check_reports(runs, drifted, reports: list[tuple[str, str]]) -> list[tuple[str, str]]:
+def check_reports(runs, drifted, reports: list[tuple[str, str]], steps: bool = False,
+                  full: bool = False) -> list[tuple[str, str]]:
     """(path, text) for each report check writes: json holds every run, markdown is the CI summary."""
     from ctxlab.record import dumps
     from ctxlab.report import render
     from ctxlab.report.summary import summary_markdown
 
-    def text(fmt: str) -> str:
+    def text(fmt: str, path: str) -> str:
         if fmt == "json":
             return dumps(runs, as_list=True) + "\n"
         if fmt == "markdown":
             return summary_markdown(runs, drifted)
+        if fmt == "table":
+            return render(runs, fmt, screen=screen_of(path), steps=steps, full=full)
         return render(runs, fmt)
 
-    return [(path, text(fmt)) for fmt, path in reports]
+    return [(path, text(fmt, path)) for fmt, path in reports]
 
 
 @cli.group()
@@ -773,7 +497,7 @@ def report():
 
 
 @report.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.argument("files", nargs=-1, required=True, type=ResultPath())
 @click.option("--format", "fmt", type=click.Choice(["markdown", "html"]), default=None,
               help="Format of the matrix --output gets: markdown (default) or a standalone HTML page.")
 @output_option
@@ -799,7 +523,7 @@ def merge(files, fmt, output, markdown_path, html_path, max_size):
     if output or fmt or not markdown_path:  # the Markdown goes to standard output unless it went to a file
         reports.insert(0, (fmt or "markdown", output or "-"))
     check_outputs([path for _, path in reports])
-    loaded = [(path, load_runs(path, max_size)) for path in files]
+    loaded = [(path, load_runs(path, max_size, limit_hint="--max-size raises it")) for path in files]
     render = {"markdown": render_markdown, "html": render_html}
     write_outputs([(path, render[kind](loaded)) for kind, path in reports])
     if failing(loaded):
@@ -811,10 +535,29 @@ def one_program(code: str | None, module: str | None, script_args: tuple, output
     chosen = [x for x in (code, module, script_args[0] if script_args else None) if x]
     if len(chosen) != 1:
         raise click.UsageError("give exactly one program: a SCRIPT (after --), -c CODE or -m MODULE")
+    if code is None and module is None and os.path.isdir(script_args[0]):
+        raise CtxlabError(f"{script_args[0]}: is a directory, not a Python script (give the script's file, "
+                          "or -m MODULE)")
     if output:
         from ctxlab.output import check_writable
 
         check_writable(output)
+
+
+def tracer_unavailable(exc: Exception) -> CtxlabError:
+    """Why trace or audit cannot run: the no-GPU line every command gives where there is no GPU (CUPTI
+    cannot subscribe without one), else what the tracer said."""
+    from ctxlab.cuda.environment import NoGpu, device_count
+
+    try:
+        count = device_count()
+    except NoGpu as none:
+        return CtxlabError(no_gpu_line(none))
+    except Exception:  # the driver broke in some other way: what the tracer said is the better line
+        count = 1
+    if count == 0:
+        return CtxlabError(no_gpu_line("the driver reports no GPU"))
+    return CtxlabError(" ".join(str(exc).split()))
 
 
 class ProgramRan(SystemExit):

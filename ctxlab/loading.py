@@ -26,9 +26,25 @@ def size_text(n: int) -> str:
     return f"{n} bytes"
 
 
-def read_bounded(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
-    """The file's bytes, refusing more than ``max_bytes`` (checked on the size, then on what is read)."""
-    limit = f"larger than the limit of {size_text(max_bytes)} (--max-size raises it)"
+LIMIT_HINT = "max_bytes raises it"  # the API's parameter; the CLI names its --max-size instead
+
+
+def check_limit(max_bytes: object) -> int:
+    """``max_bytes`` as a size limit: a whole number from 1 byte to 1 TiB (a result is read whole)."""
+    from ctxlab.lab import OptionError
+
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or not 0 < max_bytes <= 2**40:
+        raise OptionError(f"max_bytes: {max_bytes!r} is not a size in bytes from 1 to 2**40 (1 TiB)")
+    return max_bytes
+
+
+def read_bounded(path: str, max_bytes: int = DEFAULT_MAX_BYTES, limit_hint: str = LIMIT_HINT) -> bytes:
+    """The file's bytes, refusing more than ``max_bytes`` (checked on the size, then on what is read);
+    ``limit_hint`` says in the refusal how to raise the limit."""
+    max_bytes = check_limit(max_bytes)
+    if not path:
+        raise ResultFileError("'': empty file name: give the path of a result file")
+    limit = f"larger than the limit of {size_text(max_bytes)} ({limit_hint})"
     try:
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
@@ -105,8 +121,9 @@ def decode_json(data: bytes, origin: str) -> Any:
         raise ResultFileError(f"{origin}: nested too deep to read") from None
 
 
-def load_runs(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES) -> list[LabResult]:
+def load_runs(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES,
+              limit_hint: str = LIMIT_HINT) -> list[LabResult]:
     """The runs in a result file (schema ctxlab/1), or ResultFileError with one line naming the file."""
     origin = os.fspath(path)
-    return runs_from_document(decode_json(read_bounded(origin, max_bytes), origin), origin)
+    return runs_from_document(decode_json(read_bounded(origin, max_bytes, limit_hint), origin), origin)
 

@@ -91,7 +91,7 @@ def test_gpu_commands_without_gpu_exit_2_with_one_line(command):
 
 @pytest.mark.nogpu
 def test_doctor_without_gpu_reports_what_it_found_and_what_is_missing():
-    result = invoke("doctor", "--json")
+    result = invoke("doctor", "--format", "json")
     assert result.exit_code == 2
     report = json.loads(result.output)
     assert report["driver"]["ok"] is False

@@ -23,7 +23,7 @@ def test_rates_are_not_printed_with_13_decimals():
 
 
 def test_pointers_are_hex_in_every_view():
-    text = render(runs("refcount.json"), "markdown") + render(runs("migrate.json"), "table", width=300)
+    text = render(runs("refcount.json"), "markdown") + render(runs("migrate.json"), "table", width=300, steps=True)
 
     handles = re.findall(r'"(?:current|pointer|handle|primary)[a-z_\\]*": "?(\w+)', text)
     assert handles and all(h.startswith("0x") or len(h) < 7 for h in handles), handles
@@ -39,8 +39,9 @@ def test_junit_errors_carry_the_time_their_scenario_ran():
 
 
 def test_the_table_shows_the_claims_before_the_timelines():
-    text = render(runs("migrate.json"), "table", width=200)
+    text = render(runs("migrate.json"), "table", width=200, steps=True)
     assert text.index("migrate: claims") < text.index("migrate: timeline")
+    assert "migrate: timeline" not in render(runs("migrate.json"), "table", width=200)  # steps only when asked
 
 
 def test_the_driver_variables_a_run_was_given_are_in_its_report_line():

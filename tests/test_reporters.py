@@ -35,7 +35,7 @@ def test_junit_counts_and_properties(tmp_path):
 
 
 def test_table_shows_timeline_verdicts_and_errors():
-    text = render([mixed()], "table")
+    text = render([mixed()], "table", steps=True)
     for piece in ("timeline", "worker-2", "context made", "lab.fails", "fails", "error in x", "5 claims"):
         assert piece in text
     assert "cuCtxPushCurrent" in text  # trace events show under their step
@@ -57,7 +57,7 @@ def test_a_labs_step_table_shows_its_fields_as_columns():
     # The step table comes from the record's own views (a report never imports the labs).
     views = dict(get_lab("refcount").views)
     runs = [dataclasses.replace(r, views=views) for r in parse_runs(recorded("refcount.json"))]
-    table = render(runs, "table", width=200)
+    table = render(runs, "table", width=200, steps=True)
     assert "refcount: state" in table and "lab retains" in table and "pointer status" in table
     assert "refcount: timeline" in table  # what the step table does not cover still shows
     md = render(runs, "markdown")

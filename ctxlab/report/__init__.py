@@ -6,16 +6,20 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ctxlab.record import LabResult
+    from ctxlab.report.screen import Screen
 
 FORMATS = ("table", "json", "junit", "markdown")
 
 
-def render(runs: list[LabResult], fmt: str, width: int | None = None) -> str:
-    """The runs as text in ``fmt`` (one of FORMATS); ``width`` applies to the table only."""
+def render(runs: list[LabResult], fmt: str, width: int | None = None, *, screen: Screen | None = None,
+           steps: bool = False, full: bool = False) -> str:
+    """The runs as text in ``fmt`` (one of FORMATS). The table only: ``screen`` (or plain ``width`` columns)
+    is what it fits, ``steps`` adds the step tables and timeline, ``full`` keeps every sentence whole;
+    Markdown has every step table whatever ``steps`` says (it is a document, not a screen)."""
     if fmt == "table":
         from ctxlab.report.table import render_table
 
-        return render_table(runs, width=width)
+        return render_table(runs, width=width, screen=screen, steps=steps, full=full)
     if fmt == "json":
         from ctxlab.record import dumps
 

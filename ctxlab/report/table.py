@@ -1,115 +1,174 @@
-"""The human report, with rich: the verdicts first, then figures, errors and the step timelines.
+"""The human report: every lab's claims first (verdict, id, a short statement, evidence), its figures and
+errors, then a closing summary of the whole run; the step tables and timelines only when asked for.
 
-Every text from the record reaches rich as ``Text`` after ``escape.terminal``: a
-result file from another machine can neither send escape sequences to the
-terminal nor have ``[bold]`` in its data read as markup.
+It fits the screen it is written for (``screen.Screen``: width and colour). From ``WIDE`` columns on, a
+claim is one row of four columns (verdict, claim, statement, evidence); below, it is stacked: the verdict,
+the id and the statement cut to one line, the evidence folded under it. Unless ``full``, statements and
+evidence are cut to a few lines (a ``fails`` or ``error`` claim's evidence never is). Every text from the
+record passes ``escape.terminal`` first: a result file from another machine sends no escape sequence.
 """
 
 from __future__ import annotations
 
-import io
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
-from ctxlab.record import LabResult
+from ctxlab.record import FAILING, VERDICTS, LabResult
 from ctxlab.report.escape import terminal
-from ctxlab.report.text import (
-    VERDICT_STYLE,
-    cell,
-    context_label,
-    environment_line,
-    figure,
-    lab_views,
-    short,
-    verdict_counts,
-)
+from ctxlab.report.screen import Cell, Screen, clip, grid, pad, text_width, wrap
+from ctxlab.report.text import environment_line, figure
+
+WIDE = 120  # from this many columns on, a claim is a row of four columns
+VERDICT_W = max(len(v) for v in VERDICTS)  # 8: "observed"
+INDENT = VERDICT_W + 2
 
 
-def t(value, style: str = "") -> Text:
-    """Record data as inert rich text."""
-    return Text(terminal(value), style=style)
-
-
-def step_table(run: LabResult, what: str, fields: tuple[str, ...]) -> Table:
-    """One row per observation of a kind, its value's fields as columns (the lab's VIEWS)."""
-    table = Table(title=t(f"{run.lab}: {what}"), expand=False)
-    for column in ("scenario", "thread", "step", "context", *fields):
-        table.add_column(t(column.replace("_", " ")), overflow="fold")
-    for obs in run.observations:
-        if obs.what != what:
-            continue
-        value = obs.value if isinstance(obs.value, dict) else {}
-        table.add_row(t(obs.scenario or ""), t(obs.thread), t(obs.step), t(context_label(obs)),
-                      *(t(cell(value.get(f), f)) for f in fields))
-        for event in obs.events:
-            table.add_row("", "", "  trace", t(short(event, 120)), *([""] * len(fields)), style="dim")
-    return table
-
-
-def timeline(run: LabResult, skip: frozenset[str] | set[str] = frozenset()) -> Table:
-    """Every observation whose kind is not in ``skip``, in the order recorded, with its trace events under it."""
-    table = Table(title=t(f"{run.lab}: timeline"), show_lines=False, expand=False)
-    for column in ("scenario", "round", "thread", "step", "context", "what", "value"):
-        table.add_column(column, overflow="fold")
-    for obs in run.observations:
-        if obs.what in skip:
-            continue
-        table.add_row(t(obs.scenario or ""), "" if obs.round is None else str(obs.round), t(obs.thread), t(obs.step),
-                      t(context_label(obs)), t(obs.what), t(short(obs.value)))
-        for event in obs.events:
-            table.add_row("", "", "", "", "", "  trace", t(short(event, 120)), style="dim")
-    return table
-
-
-def verdicts(run: LabResult) -> Table:
-    """One row per claim: its verdict, id and evidence."""
-    table = Table(title=t(f"{run.lab}: claims"), expand=False)
-    table.add_column("verdict")
-    table.add_column("claim", overflow="fold")
-    table.add_column("evidence", overflow="fold")
+def verdict_counts_in_order(run: LabResult) -> list[tuple[str, int]]:
+    """(verdict, count) for every verdict the run has, always in the order of ``VERDICTS``."""
+    counts = {v: 0 for v in VERDICTS}
     for claim in run.claims:
-        table.add_row(t(claim.verdict, VERDICT_STYLE.get(claim.verdict, "bold")), t(claim.id), t(claim.evidence))
-    return table
+        counts[claim.verdict] = counts.get(claim.verdict, 0) + 1
+    return [(v, n) for v, n in counts.items() if n]
 
 
-def metrics(run: LabResult) -> Table:
-    """The run's measured figures, one per row."""
-    table = Table(title=t(f"{run.lab}: figures"), expand=False)
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    for key, value in run.metrics.items():
-        table.add_row(t(key), t(figure(value)))
-    return table
+def counts_line(run: LabResult) -> str:
+    """``15 claims: 9 holds, 1 changed, 5 observed`` (verdicts in their fixed order)."""
+    counts = ", ".join(f"{n} {v}" for v, n in verdict_counts_in_order(run)) or "none"
+    return f"{len(run.claims)} claims: {counts}"
 
 
-def print_run(console: Console, run: LabResult) -> None:
-    """Verdicts first (what a reader came for), then figures and errors, then the step tables."""
-    console.print(Text.assemble((terminal(run.lab), "bold"), f" on {terminal(environment_line(run))} "
-                                                            f"({run.seconds:.2f} s)"))
-    console.print(verdicts(run))
-    counts = ", ".join(f"{n} {v}" for v, n in verdict_counts(run).items())
-    console.print(t(f"{len(run.claims)} claims: {counts}"))
-    if run.metrics:
-        console.print(metrics(run))
+def heading(run: LabResult, screen: Screen) -> list[str]:
+    """The lab's name, where it ran and how long it took, wrapped to the screen."""
+    text = terminal(f"{run.lab} on {environment_line(run) or 'an unrecorded machine'} ({run.seconds:.2f} s)")
+    lines = wrap(text, screen.width)
+    lines[0] = screen.paint(lines[0], "bold")
+    return lines
+
+
+def _stacked(run: LabResult, screen: Screen, full: bool) -> list[str]:
+    out: list[str] = []
+    rest = screen.width - INDENT
+    for claim in run.claims:
+        ident, statement = terminal(claim.id), terminal(claim.statement)
+        head = f"{ident}: {statement}"
+        first, *more = clip(head, rest, None if full else 1)
+        out.append(screen.paint(claim.verdict, claim.verdict) + " " * (INDENT - len(claim.verdict)) + first)
+        out += [" " * INDENT + line for line in more]
+        keep = None if full or claim.verdict in FAILING else 2
+        out += [" " * INDENT + line for line in clip(terminal(claim.evidence), rest, keep)]
+    return out
+
+
+def _wide(run: LabResult, screen: Screen, full: bool) -> list[str]:
+    room = screen.width - INDENT - 4  # three gaps of two after the verdict column's own
+    ident_w = min(36, max((text_width(terminal(c.id)) for c in run.claims), default=10))
+    statement_w = max(20, (room - ident_w) * 2 // 5)
+    evidence_w = room - ident_w - statement_w
+    rows = [[Cell(claim.verdict, claim.verdict), Cell(terminal(claim.id)),
+             Cell(terminal(claim.statement), lines=None if full else 2),
+             Cell(terminal(claim.evidence), lines=None if full or claim.verdict in FAILING else 3)]
+            for claim in run.claims]
+    header = [Cell("verdict", "dim"), Cell("claim", "dim"), Cell("statement", "dim"), Cell("evidence", "dim")]
+    return grid([header, *rows], [VERDICT_W, ident_w, statement_w, evidence_w], screen)
+
+
+def claim_lines(run: LabResult, screen: Screen, full: bool = False) -> list[str]:
+    """The run's claims at the screen's width: a row each when wide, stacked when narrow."""
+    lines = [screen.paint(f"{terminal(run.lab)}: claims", "bold")]
+    lines += (_wide if screen.width >= WIDE else _stacked)(run, screen, full)
+    lines.append(terminal(counts_line(run)))
+    return lines
+
+
+def figure_lines(run: LabResult, screen: Screen) -> list[str]:
+    """The run's measured figures, a name and a value per line."""
+    if not run.metrics:
+        return []
+    names = [terminal(k) for k in run.metrics]
+    values = [terminal(figure(v)) for v in run.metrics.values()]
+    name_w = min(max(map(text_width, names)), screen.width - 14)
+    lines = [screen.paint(f"{terminal(run.lab)}: figures", "bold")]
+    for name, value in zip(names, values, strict=True):
+        wrapped = wrap(name, name_w)
+        lines += [f"  {line}" for line in wrapped[:-1]]
+        lines.append(f"  {pad(wrapped[-1], name_w)}  {value}")
+    return lines
+
+
+def error_lines(run: LabResult, screen: Screen) -> list[str]:
+    """Each scenario that crashed or timed out: where and why, with the tail of its output dimmed."""
+    lines: list[str] = []
     for error in run.errors:
-        console.print(Text.assemble(("error", "bold red"),
-                                    terminal(f" in {error.get('scenario', run.lab)}: {error.get('message')}")))
+        text = terminal(f"in {error.get('scenario', run.lab)}: {error.get('message')}")
+        first, *more = wrap(text, screen.width - 6)
+        lines.append(f"{screen.paint('error', 'error')} {first}")
+        lines += [f"      {line}" for line in more]
         if error.get("output_tail"):
-            console.print(t(error["output_tail"], "dim"), highlight=False)
-    views = lab_views(run)
-    for what, fields in views.items():
-        if any(o.what == what for o in run.observations):
-            console.print(step_table(run, what, fields))
-    if any(o.what not in views for o in run.observations):
-        console.print(timeline(run, skip=set(views)))
+            lines += [screen.paint(f"      {line}", "dim")
+                      for line in wrap(terminal(error["output_tail"]), screen.width - 6)[-8:]]
+    return lines
 
 
-def render_table(runs: list[LabResult], width: int | None = None) -> str:
-    """The runs as the human report, rendered without colour at ``width`` columns (140 by default)."""
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=width or 140, force_terminal=False, color_system=None)
+def flag_text(flag: object) -> str:
+    """A flag (a silent wrong result) as a phrase: what, in which scenario and step, and the outcome."""
+    if not isinstance(flag, dict):
+        return str(flag)
+    where = ", ".join(str(flag[k]) for k in ("step", "where") if flag.get(k))
+    repeat = f" run {flag['repeat']}" if flag.get("repeat") is not None else ""
+    return f"{flag.get('scenario') or '-'}{repeat} ({where}): {flag.get('outcome') or flag.get('flag')}"
+
+
+def summary_lines(runs: list[LabResult], screen: Screen) -> list[str]:
+    """The closing summary: per lab the counts of every verdict (fixed order), then every fails and error
+    claim, every scenario that broke, and the flags (silent wrong results)."""
+    lab_w = min(24, max((text_width(terminal(r.lab)) for r in runs), default=3))
+    device = any(r.environment.get("device") not in (None, 0) for r in runs)
+    header = [Cell("lab", "dim"), *(Cell(v, "dim") for v in VERDICTS), Cell("broke", "dim")]
+    rows = [header]
     for run in runs:
-        print_run(console, run)
-    return buffer.getvalue()
+        counts = dict(verdict_counts_in_order(run))
+        name = terminal(run.lab) + (f" (GPU {run.environment.get('device')})" if device else "")
+        rows.append([Cell(name), *(Cell(str(counts.get(v, 0)) if counts.get(v) else "-",
+                                        v if counts.get(v) and v in FAILING else None) for v in VERDICTS),
+                     Cell(str(len(run.errors)) if run.errors else "-", "error" if run.errors else None)])
+    widths = [lab_w + (8 if device else 0), *(len(v) for v in VERDICTS), len("broke")]
+    total = sum(len(r.claims) for r in runs)
+    lines = [screen.paint(f"summary: {len(runs)} lab run(s), {total} claims", "bold")]
+    if sum(widths) + 2 * (len(widths) - 1) <= screen.width:
+        lines += grid(rows, widths, screen)
+    else:  # too narrow for a column per verdict: one line per lab
+        lines += [f"  {terminal(r.lab)}: {terminal(counts_line(r))}" for r in runs]
+    bad = [(run, claim) for run in runs for claim in run.claims if claim.verdict in FAILING]
+    for run, claim in bad:
+        text = terminal(f"{claim.id} ({run.lab}): {claim.evidence}")
+        first, *more = wrap(text, screen.width - INDENT)
+        lines.append(screen.paint(claim.verdict, claim.verdict) + " " * (INDENT - len(claim.verdict)) + first)
+        lines += [" " * INDENT + line for line in more]
+    for run in runs:
+        for error in run.errors:
+            lines += wrap(terminal(f"broke: {run.lab} {error.get('scenario', '')}: {error.get('kind', 'error')}"),
+                          screen.width)
+    for run in runs:
+        for flag in run.flags:
+            lines += wrap(terminal(f"flag: {run.lab}: {flag_text(flag)}"), screen.width)
+    if not bad and not any(run.errors for run in runs):
+        lines.append("No claim fails or is an error, and every scenario ran.")
+    return lines
+
+
+def render_table(runs: list[LabResult], width: int | None = None, *, screen: Screen | None = None,
+                 steps: bool = False, full: bool = False) -> str:
+    """The runs as the human report for ``screen`` (or plain text ``width`` columns wide, 80 by default):
+    per lab its claims, figures and errors (and with ``steps`` its step tables and timeline), then the
+    summary of the whole run."""
+    screen = screen or Screen(width or 80, False)
+    lines: list[str] = []
+    for run in runs:
+        lines += heading(run, screen)
+        lines += claim_lines(run, screen, full)
+        lines += figure_lines(run, screen)
+        lines += error_lines(run, screen)
+        if steps:
+            from ctxlab.report.steps import step_lines
+
+            lines += step_lines(run, screen)
+        lines.append("")
+    lines += summary_lines(runs, screen)
+    return "\n".join(lines) + "\n"

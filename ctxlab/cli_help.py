@@ -1,0 +1,73 @@
+"""Help texts built when they are shown: ``audit``'s lists every rule, and importing the rules for every
+``ctxlab --help`` would cost start-up time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+AUDIT_HELP = """Run a Python program under the tracer and report CUDA context hazards.
+
+\b
+  ctxlab audit -- examples/hazards/no_context.py [ARGS]
+  ctxlab audit --format sarif -o audit.sarif -m mypackage.tool [ARGS]
+  ctxlab audit -c "import cupy; cupy.arange(3).sum()"
+
+\b
+Rules (severity, the lab claim that demonstrates the hazard: ctxlab claims):
+{rules}
+
+Each finding names the rule, its severity, the host thread, the user's
+file:line, the driver and runtime calls involved and the claim. What the
+rules see: every driver and runtime call the program makes (CUPTI activity
+records: function, thread, time, status), the context functions and
+resource events (a Python callback each: exact context handle and the
+user's Python stack), and a few rarely called functions the rules judge
+(cuMemAlloc, cuCtxSynchronize, cudaDeviceReset). What they cannot see: a
+call with only an activity record (a kernel launch, most runtime calls)
+carries no Python stack; its location is the uncaught exception that
+named its status, or else the thread's last call that had a stack (marked
+approximate); the driver calls the runtime makes beneath its own calls are
+seen only for the context functions; pointers passed to kernels are not
+inspected. Children forked after CUDA initialised are watched through
+os.register_at_fork: the first call into a CUDA library module there is
+reported (fork-after-init).
+
+\b
+Exit status: 3 when a hazard of severity error is found, 0 otherwise
+(warnings and info do not change it), 2 for a usage or environment
+problem (no program, missing CUPTI, an output that cannot be written).
+The program's own exit status is reported apart, in the report and on
+standard error, never as the audit's exit status.
+"""
+
+
+def audit_help() -> str:
+    """audit's help text, with the rules listed."""
+    from ctxlab.audit.rules import RULES
+
+    rules = "\n".join(f"  {r.id} ({r.severity}, {r.claim}): {r.title}" for r in RULES)
+    return AUDIT_HELP.format(rules=rules)
+
+
+class LazyHelpCommand(click.Command):
+    """A command whose help text is built when it is shown: ``audit``'s lists the rules, and importing them
+    for every ``ctxlab --help`` would cost start-up time (the short help in the command list is given)."""
+
+    def __init__(self, *args: Any, help_text: Callable[[], str], **kwargs: Any):
+        self._help_text = help_text
+        self._help: str | None = None
+        super().__init__(*args, **kwargs)
+
+    @property
+    def help(self) -> str | None:
+        """The help text, built the first time it is asked for."""
+        if self._help is None:
+            self._help = self._help_text()
+        return self._help
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        pass  # click offers the function's docstring: the help is help_text's

@@ -1,0 +1,85 @@
+"""The options several ctxlab commands share, each with one meaning and one help text everywhere."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from ctxlab.cli_types import ByteSize, OutputPath
+from ctxlab.report import FORMATS
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+OUTPUT_HELP = ("Write the report here instead of standard output (- is standard output; a file is replaced "
+               "atomically and keeps its mode; a device or FIFO is written in place).")
+STEPS_HELP = ("Also show the step tables and the timeline of every observation (the table only; after the "
+              "claims). Without it the table shows the claims and a closing summary.")
+FULL_HELP = "Show every statement and evidence sentence whole (the table cuts them to fit the terminal)."
+
+
+def device_option(fn: F) -> F:
+    """Add --device: which GPU a command runs on."""
+    return click.option("--device", "-d", type=click.IntRange(0, 1023), default=0, show_default=True,
+                        metavar="N", help="Index of the GPU to run on (as the driver numbers them).")(fn)
+
+
+def trace_option(fn: F) -> F:
+    """Add --trace: attach the CUPTI driver calls and resource events to each step."""
+    return click.option("--trace", is_flag=True,
+                        help="Attach to each step the driver calls and resource events it caused (CUPTI).")(fn)
+
+
+def output_option(fn: F) -> F:
+    """Add --output: where the report goes (standard output by default)."""
+    return click.option("--output", "-o", type=OutputPath(), default=None, help=OUTPUT_HELP)(fn)
+
+
+def repeats_option(fn: F) -> F:
+    """Add --repeats: how many fresh-process runs each undefined-behaviour scenario gets."""
+    from ctxlab.defaults import DEFAULT_REPEATS
+
+    return click.option("--repeats", type=click.IntRange(1, 100), default=DEFAULT_REPEATS, show_default=True,
+                        help="Runs of each scenario in undefined-behaviour territory (use after release, reset or "
+                             "destroy), each in a fresh process; its claims judge the distribution of outcomes.")(fn)
+
+
+def table_options(fn: F) -> F:
+    """Add --steps and --full: what the human table shows beyond the claims and the summary."""
+    fn = click.option("--full", is_flag=True, help=FULL_HELP)(fn)
+    return click.option("--steps", is_flag=True, help=STEPS_HELP)(fn)
+
+
+def output_options(fn: F) -> F:
+    """Add --format, --output, --steps and --full: the report's format, where it goes, what the table shows."""
+    fn = table_options(fn)
+    fn = output_option(fn)
+    fn = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+                      help="Report format: a human table, JSON (schema ctxlab/1), JUnit XML or Markdown.")(fn)
+    return fn
+
+
+def lab_options(fn: F) -> F:
+    """What every lab command takes: the GPU, tracing, repeats, the report's format and file."""
+    return device_option(trace_option(repeats_option(output_options(fn))))
+
+
+def program_options(verb: str) -> Callable[[F], F]:
+    """The program trace and audit run: -c CODE, -m MODULE, or a SCRIPT and its arguments."""
+    def decorate(fn: F) -> F:
+        fn = click.argument("script_args", nargs=-1, type=click.UNPROCESSED)(fn)
+        fn = click.option("-m", "module", default=None,
+                          help=f"{verb} this module, run as a script (like python -m).")(fn)
+        return click.option("-c", "code", default=None, help=f"{verb} this Python code.")(fn)
+
+    return decorate
+
+
+def max_size_option(fn: F) -> F:
+    """Add --max-size: the largest result file a command will read."""
+    from ctxlab.defaults import DEFAULT_MAX_BYTES
+
+    return click.option("--max-size", type=ByteSize(), default=f"{DEFAULT_MAX_BYTES // 2**20}M", show_default=True,
+                        help="Refuse result files larger than this (e.g. 64M, 1G; at most 1024G): they are read "
+                             "whole.")(fn)

@@ -1,0 +1,79 @@
+"""The step tables and the timeline of a run (``--steps``), as plain columns that fit the screen.
+
+A step table is one row per observation of a kind, its value's fields as columns (the lab's views); the
+timeline is every other observation in the order recorded, with its trace events under it. When the
+columns cannot fit the screen at a readable width, each row is stacked: the step on one line, its fields
+folded under it. The work per observation is bounded (each value is cut before it is laid out), so a
+large result renders in time linear in its observations.
+"""
+
+from __future__ import annotations
+
+from ctxlab.record import LabResult, Observation
+from ctxlab.report.escape import terminal
+from ctxlab.report.screen import Cell, Screen, fit, grid, natural_widths, wrap
+from ctxlab.report.text import cell, context_label, lab_views, short
+
+MIN_COLUMN = 8  # below this a column is unreadable: stack the rows instead
+
+
+def _table(title: str, headers: list[str], rows: list[list[Cell]], screen: Screen) -> list[str]:
+    lines = [screen.paint(terminal(title), "bold")]
+    header = [Cell(h, "dim") for h in headers]
+    natural = natural_widths([header, *rows], cap=60)
+    widths = fit(natural, screen.width)
+    if all(w >= min(MIN_COLUMN, n) for w, n in zip(widths, natural, strict=True)):
+        return lines + grid([header, *rows], widths, screen)
+    for row in rows:  # stacked: the first four cells on a line, the rest as "name: value" under it
+        head = "  ".join(c.text for c in row[:4] if c.text)
+        lines += wrap(head, screen.width)
+        for name, c in zip(headers[4:], row[4:], strict=False):
+            if c.text:
+                lines += ["    " + line for line in wrap(f"{name}: {c.text}", screen.width - 4)]
+    return lines
+
+
+def _events(obs: Observation, before: int, fields: int) -> list[list[Cell]]:
+    return [[*(Cell("") for _ in range(before)), Cell("  trace", "dim"), Cell(terminal(short(event, 120)), "dim"),
+             *(Cell("") for _ in range(fields))] for event in obs.events]
+
+
+def step_table(run: LabResult, what: str, fields: tuple[str, ...], screen: Screen) -> list[str]:
+    """One row per observation of kind ``what``, its value's fields as columns."""
+    rows: list[list[Cell]] = []
+    for obs in run.observations:
+        if obs.what != what:
+            continue
+        value = obs.value if isinstance(obs.value, dict) else {}
+        rows.append([Cell(terminal(obs.scenario or "")), Cell(terminal(obs.thread)), Cell(terminal(obs.step)),
+                     Cell(terminal(context_label(obs))), *(Cell(terminal(cell(value.get(f), f))) for f in fields)])
+        rows += _events(obs, 2, len(fields))
+    headers = ["scenario", "thread", "step", "context", *(f.replace("_", " ") for f in fields)]
+    return _table(f"{run.lab}: {what}", [terminal(h) for h in headers], rows, screen)
+
+
+def timeline(run: LabResult, skip: frozenset[str] | set[str] = frozenset()) -> list[list[Cell]]:
+    """Every observation whose kind is not in ``skip``, in the order recorded, with its trace events under it."""
+    rows: list[list[Cell]] = []
+    for obs in run.observations:
+        if obs.what in skip:
+            continue
+        rows.append([Cell(terminal(obs.scenario or "")), Cell("" if obs.round is None else str(obs.round)),
+                     Cell(terminal(obs.thread)), Cell(terminal(obs.step)), Cell(terminal(context_label(obs))),
+                     Cell(terminal(obs.what)), Cell(terminal(short(obs.value)))])
+        rows += _events(obs, 5, 0)
+    return rows
+
+
+def step_lines(run: LabResult, screen: Screen) -> list[str]:
+    """The run's step tables (its views), then the timeline of what they do not cover."""
+    lines: list[str] = []
+    views = lab_views(run)
+    for what, fields in views.items():
+        if any(o.what == what for o in run.observations):
+            lines += step_table(run, what, fields, screen)
+    rows = timeline(run, skip=set(views))
+    if rows:
+        lines += _table(f"{run.lab}: timeline", ["scenario", "round", "thread", "step", "context", "what", "value"],
+                        rows, screen)
+    return lines
