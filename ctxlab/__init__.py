@@ -8,17 +8,19 @@ API: ``ctxlab.run``, ``ctxlab.check``, ``ctxlab.load``, ``ctxlab.claims``
 
 from __future__ import annotations
 
-from typing import Any
+import typing as _typing
 
 __version__ = "0.2.0"
 __all__ = ["run", "check", "load", "claims", "labs", "__version__"]
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The public API and the subpackages already imported; not the names this module uses itself."""
+    return sorted(set(__all__) | {k for k, v in globals().items() if not k.startswith("_") and k != "annotations"
+                                  and getattr(v, "__name__", "").startswith("ctxlab.")})
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     # The API loads on first use, so ``import ctxlab`` and ``ctxlab --help`` stay light.
     if name in __all__:
         from ctxlab import api

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ctxlab.claim import Claim
+from ctxlab.defaults import DEFAULT_MAX_BYTES
 from ctxlab.lab import Lab
 from ctxlab.record import LabResult
 
@@ -88,7 +89,8 @@ def checked_selection(names: Sequence[str] | None, devices: Sequence[int], *, ti
     if not devices:
         raise OptionError("devices: an empty list names no GPU")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
-        raise OptionError(f"--jobs: {jobs!r} is not a whole number of at least 1")
+        raise OptionError(f"jobs: {jobs!r} is not a whole number of at least 1",
+                          cli=f"--jobs: {jobs!r} is not a whole number of at least 1")
     labs = [get_lab(name, registry) for name in chosen]  # UnknownLab for a name that is not a lab
     for lab in labs:
         for device in devices:
@@ -100,16 +102,25 @@ def checked_selection(names: Sequence[str] | None, devices: Sequence[int], *, ti
     return chosen
 
 
-def load(path: str | os.PathLike) -> list[LabResult]:
-    """The runs in a result file (schema ctxlab/1); ``ResultFileError`` for anything else."""
-    from ctxlab.record import load_runs
+def load(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES) -> list[LabResult]:
+    """The runs in a result file (schema ctxlab/1); ``ResultFileError`` for anything else, a file larger
+    than ``max_bytes`` (64 MiB by default, at most 1 TiB: it is read whole) included."""
+    from ctxlab.loading import load_runs
 
-    return load_runs(path)
+    return load_runs(path, max_bytes)
 
 
-def claims(names: Iterable[str] | None = None) -> tuple[Claim, ...]:
-    """The catalogue: every claim of every lab (or of ``names``), in lab order."""
+def claims(lab: str | Iterable[str] | None = None, *, names: Iterable[str] | None = None) -> tuple[Claim, ...]:
+    """The catalogue: every claim of every lab, or of ``lab`` (a lab's name or several names), in lab order.
+
+    ``names`` is the older name of ``lab``; an unknown name raises ``UnknownLab``."""
+    from ctxlab.lab import OptionError
     from ctxlab.labs import get_lab
 
-    chosen = list(names) if names is not None else [lab.name for lab in labs()]
-    return tuple(claim for name in chosen for claim in get_lab(name).claims)
+    if lab is not None and names is not None:
+        raise OptionError("claims: give lab or names, not both")
+    chosen = lab if lab is not None else names
+    if isinstance(chosen, str):
+        chosen = [chosen]
+    selected = list(chosen) if chosen is not None else [each.name for each in labs()]
+    return tuple(claim for name in selected for claim in get_lab(name).claims)

@@ -104,7 +104,9 @@ def domain_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except NoGpu as exc:
             raise CtxlabError(no_gpu_line(exc)) from None
-        except (BadDevice, ResultFileError, OptionError, UnknownLab, TraceUnavailable) as exc:
+        except OptionError as exc:  # the line naming the command-line option, not the Python parameter
+            raise CtxlabError(" ".join(exc.cli.split())) from None
+        except (BadDevice, ResultFileError, UnknownLab, TraceUnavailable) as exc:
             raise CtxlabError(" ".join(str(exc).split())) from None
         except OutputError as exc:
             raise CtxlabError(f"cannot write output: {' '.join(str(exc).split())}") from None

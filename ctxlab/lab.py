@@ -19,7 +19,12 @@ from ctxlab.defaults import DEFAULT_REPEATS
 
 
 class OptionError(ValueError):
-    """An option value out of range: one line, naming the option."""
+    """An option value out of range: one line naming the Python parameter (``threads``); ``cli`` is the same
+    line naming the command-line option (``--threads``), which the CLI shows instead."""
+
+    def __init__(self, message: str, cli: str | None = None):
+        super().__init__(message)
+        self.cli = cli or message
 
 
 class Isolation(StrEnum):
@@ -75,19 +80,23 @@ class LabOptions:
 
 
 def validate(f: dataclasses.Field, value: Any) -> None:
-    """Reject NaN, infinities, wrong types and values outside a field's range, naming the option."""
-    name = f.name.replace("_", "-")
+    """Reject NaN, infinities, wrong types and values outside a field's range, naming the parameter (and,
+    for the CLI, the option)."""
+    flag = "--" + f.name.replace("_", "-")
     if value is None:
         return
     if isinstance(value, float) and not math.isfinite(value):
-        raise OptionError(f"--{name}: {value} is not a finite number")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        if "range" in f.metadata:
-            raise OptionError(f"--{name}: {value!r} is not a number")
-        return
-    low, high = f.metadata.get("range", (-math.inf, math.inf))
-    if not low <= value <= high:
-        raise OptionError(f"--{name}: {value} is not in the range {low:g} to {high:g}")
+        problem = f"{value} is not a finite number"
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        if "range" not in f.metadata:
+            return
+        problem = f"{value!r} is not a number"
+    else:
+        low, high = f.metadata.get("range", (-math.inf, math.inf))
+        if low <= value <= high:
+            return
+        problem = f"{value} is not in the range {low:g} to {high:g}"
+    raise OptionError(f"{f.name}: {problem}", cli=f"{flag}: {problem}")
 
 
 @dataclass(frozen=True)

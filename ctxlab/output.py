@@ -1,21 +1,24 @@
 """The one output writer: every command's reports go through ``write_outputs``.
 
-- ``-`` is standard output.
+- ``-`` is standard output (refused in one line when it is closed, as with ``>&-``).
 - A path that exists and is not a regular file (``/dev/null``, ``/dev/full``, a FIFO), or
-  that names an open file (``/dev/stdout``, ``/proc/self/fd/1``), is written in place:
-  replacing it would destroy a device node or a pipe, or cut a shell's redirection.
+  that names an open file of this process (``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``),
+  is written in place: replacing it would destroy a device node or a pipe, or cut a shell's
+  redirection. Any other regular file, under ``/dev/shm`` or ``/proc`` too, is replaced.
+- A path ending in ``/`` names a directory, and a report is never written as one.
 - A regular file (or a new one) is written to a temporary file beside it and renamed
   over it, so a reader never sees half a report; it keeps the mode of the file it
   replaces, and a new file gets the mode the umask gives.
 - A symlink is followed: its target is replaced, the link stays.
 - Errors name the path the user gave, never the temporary file.
 - Several outputs are written all or none: every file is staged and every in-place
-  target written before the first rename.
+  target written before the first rename. A path named twice, standard output too, is refused.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -58,7 +61,22 @@ def _umask_mode() -> int:
 
 _umask_lock = threading.Lock()
 # /dev/stdout, /dev/fd/N and /proc/self/fd/N name an open file of this process: never replace it.
-_OPEN_FILE_NAMES = ("/dev/", "/proc/")
+_OPEN_FILE_NAME = re.compile(r"/dev/(?:std(?:in|out|err)|fd/\d+)|/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd/\d+")
+
+
+def names_open_file(path: str) -> bool:
+    """True when ``path``, or a link on the way to its file, is one of the names of an open file of a
+    process (``/dev/stdout``, ``/dev/fd/1``, ``/proc/self/fd/1``): a shell's redirection, not a file to replace."""
+    current = os.path.abspath(path)
+    for _ in range(40):  # the kernel's own limit on links followed
+        if _OPEN_FILE_NAME.fullmatch(current):
+            return True
+        try:
+            target = os.readlink(current)
+        except OSError:
+            return False
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+    return False
 
 
 def _existing_special(path: str) -> bool:
@@ -71,7 +89,12 @@ def _existing_special(path: str) -> bool:
         raise OutputError(path, _reason(exc)) from None
     if stat.S_ISDIR(mode):
         raise OutputError(path, "is a directory")
-    return not stat.S_ISREG(mode) or os.path.abspath(path).startswith(_OPEN_FILE_NAMES)
+    return not stat.S_ISREG(mode) or names_open_file(path)
+
+
+def _stdout_open() -> None:
+    if sys.stdout is None or getattr(sys.stdout, "closed", False):
+        raise OutputError(STDOUT, "standard output is closed (give a file with --output)")
 
 
 def check_writable(path: str) -> None:
@@ -79,7 +102,12 @@ def check_writable(path: str) -> None:
     if not path:
         raise OutputError("''", "empty output path (give a file name, or - for standard output)")
     if path == STDOUT:
+        _stdout_open()
         return
+    if path.endswith(os.sep) or path.endswith(os.sep + "."):
+        if os.path.isdir(path):
+            raise OutputError(path, "is a directory")
+        raise OutputError(path, "names a directory (it ends in /): give a file name")
     if _existing_special(path):
         if not os.access(path, os.W_OK):
             raise OutputError(path, "not writable")
@@ -116,7 +144,7 @@ def _stage(path: str, text: str) -> _Staged:
     except OSError as exc:
         raise OutputError(path, _reason(exc)) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:  # a lone surrogate: U+FFFD
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
@@ -147,15 +175,20 @@ def _discard(tmp: str) -> None:
 def _write_in_place(path: str, text: str) -> None:
     """Write into an existing device, FIFO or /dev/stdout without replacing it."""
     try:  # append: /dev/stdout may be a file the shell opened, with this process's output already in it
-        with open(path, "a", encoding="utf-8") as handle:
+        with open(path, "a", encoding="utf-8", errors="replace") as handle:
             handle.write(text)
     except OSError as exc:
         raise OutputError(path, _reason(exc)) from None
 
 
 def _write_stdout(text: str) -> None:
+    _stdout_open()
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
     try:
-        sys.stdout.write(text)
+        try:
+            sys.stdout.write(text)
+        except UnicodeEncodeError:  # what this terminal cannot show (a lone surrogate too) as ?
+            sys.stdout.write(text.encode(encoding, "replace").decode(encoding, "replace"))
         sys.stdout.flush()
     except OSError as exc:
         raise OutputError(STDOUT, _reason(exc)) from None
@@ -167,6 +200,9 @@ def check_outputs(paths: list[str]) -> None:
     for path in paths:
         check_writable(path)
         if path == STDOUT:
+            if STDOUT in seen:
+                raise OutputError(STDOUT, "standard output (-) named twice: one report would follow the other")
+            seen[STDOUT] = STDOUT
             continue
         key = os.path.realpath(path)
         if key in seen:

@@ -1028,10 +1028,11 @@ class MigrateOptions(LabOptions):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.context not in CONTEXTS:
-            raise OptionError(f"--context: {self.context!r} is not one of {', '.join(CONTEXTS)}")
+            problem = f"{self.context!r} is not one of {', '.join(CONTEXTS)}"
+            raise OptionError(f"context: {problem}", cli=f"--context: {problem}")
         if self.threads * self.rounds > MAX_HANDOFFS:
-            raise OptionError(f"--threads x --rounds = {self.threads * self.rounds:,} handoffs is more than "
-                              f"{MAX_HANDOFFS:,}")
+            problem = f"= {self.threads * self.rounds:,} handoffs is more than {MAX_HANDOFFS:,}"
+            raise OptionError(f"threads x rounds {problem}", cli=f"--threads x --rounds {problem}")
 
 
 def scenarios(options: MigrateOptions) -> list[Scenario]:

@@ -10,11 +10,11 @@ context) from step to step.
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Iterable
 
 from ctxlab.record import LabResult, Observation
+from ctxlab.report import escape
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#e15759", "#76b7b2", "#edc948", "#9c755f", "#ff9da7",
            "#bab0ac")
@@ -81,23 +81,23 @@ def scenario_svg(name: str, observations: list[Observation]) -> str:
     width = LANE_LABEL_W + len(observations) * (CELL_W + GAP) + 90
     height = HEADER_H + len(threads) * (CELL_H + GAP) + 10
     lane_y = {t: HEADER_H + i * (CELL_H + GAP) for i, t in enumerate(threads)}
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="scenario" data-scenario="{html.escape(name)}" '
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="scenario" data-scenario="{escape.html(name)}" '
              f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
-             f'aria-label="{html.escape(name)}: {len(threads)} threads, {len(observations)} steps">',
+             f'aria-label="{escape.html(name)}: {len(threads)} threads, {len(observations)} steps">',
              '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="6" markerHeight="6" '
              'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#333"/></marker></defs>']
     for t in threads:
         y = lane_y[t]
-        parts.append(f'<g class="lane" data-thread="{html.escape(t)}">'
+        parts.append(f'<g class="lane" data-thread="{escape.html(t)}">'
                      f'<rect class="lane-bg" x="0" y="{y - 2}" width="{width}" height="{CELL_H + 4}"/>'
-                     f'<text class="lane-label" x="6" y="{y + CELL_H / 2 + 4}">{html.escape(t)}</text></g>')
+                     f'<text class="lane-label" x="6" y="{y + CELL_H / 2 + 4}">{escape.html(t)}</text></g>')
     previous_step = None
     for i, o in enumerate(observations):
         x = LANE_LABEL_W + i * (CELL_W + GAP)
         step = o.step if o.round is None else f"{o.step} r{o.round}"
         if step != previous_step:
             parts.append(f'<text class="step-label" transform="translate({x + CELL_W / 2},{HEADER_H - 8}) '
-                         f'rotate(-45)">{html.escape(step[:28])}</text>')
+                         f'rotate(-45)">{escape.html(step[:28])}</text>')
             previous_step = step
     cells = []
     for i, o in enumerate(observations):
@@ -107,9 +107,9 @@ def scenario_svg(name: str, observations: list[Observation]) -> str:
         text = "none" if o.context_id is None else f"ctx {o.context_id}"
         cls = "cell none" if o.context_id is None else "cell"
         cells.append((x, y))
-        parts.append(f'<g class="{cls}" data-step="{html.escape(o.step)}" data-thread="{html.escape(o.thread)}" '
+        parts.append(f'<g class="{cls}" data-step="{escape.html(o.step)}" data-thread="{escape.html(o.thread)}" '
                      f'data-context="{"" if o.context_id is None else o.context_id}">'
-                     f'<title>{html.escape(_tooltip(o))}</title>'
+                     f'<title>{escape.html(_tooltip(o))}</title>'
                      f'<rect x="{x}" y="{y}" width="{CELL_W}" height="{CELL_H}" rx="4" fill="{fill}"/>'
                      f'<text x="{x + CELL_W / 2}" y="{y + CELL_H / 2 + 3.5}" text-anchor="middle">{text}</text></g>')
     # the baton: the same context seen next on another thread
@@ -121,7 +121,7 @@ def scenario_svg(name: str, observations: list[Observation]) -> str:
             parts.append(f'<path class="baton" d="M {x1 + CELL_W / 2} {y1c} C {x1 + CELL_W} {(y1c + y2c) / 2}, '
                          f'{x2} {(y1c + y2c) / 2}, {x2 + CELL_W / 2} {y2c}"/>')
     parts.append("</svg>")
-    legend = "".join(f'<span><i style="background:{c}"></i>context {html.escape(str(k))}</span>'
+    legend = "".join(f'<span><i style="background:{c}"></i>context {escape.html(str(k))}</span>'
                      for k, c in sorted(colors.items(), key=lambda kv: str(kv[0])))
     legend += f'<span><i style="background:{NO_CONTEXT}"></i>no context current</span>'
     return f'<div class="legend">{legend}</div>' + "".join(parts)
@@ -133,14 +133,14 @@ def render_run(run: LabResult) -> str:
     driver = env.get("driver_version")
     cuda = f"driver CUDA {driver // 1000}.{driver % 1000 // 10}" if isinstance(driver, int) else ""
     meta = ", ".join(x for x in (str(env.get("gpu") or ""), cuda, f"recorded {run.started}") if x)
-    out = [f'<section class="run" data-lab="{html.escape(run.lab)}"><h1>ctxlab {html.escape(run.lab)}</h1>'
-           f'<p class="meta">{html.escape(meta)}. A lane per host thread, a cell per recorded step in the order '
+    out = [f'<section class="run" data-lab="{escape.html(run.lab)}"><h1>ctxlab {escape.html(run.lab)}</h1>'
+           f'<p class="meta">{escape.html(meta)}. A lane per host thread, a cell per recorded step in the order '
            f'recorded, coloured by the context the thread had current (ids are per scenario: each scenario ran '
            f'in its own process). Arrows: the same context seen next on another thread. Hover a cell for '
            f'what was recorded.</p>']
     for name, observations in _scenarios(run.observations).items():
         threads = len({o.thread for o in observations})
-        out.append(f'<h2>{html.escape(name)}</h2><p class="note">{threads} thread(s), '
+        out.append(f'<h2>{escape.html(name)}</h2><p class="note">{threads} thread(s), '
                    f'{len(observations)} step(s)</p>')
         out.append(scenario_svg(name, observations))
     out.append("</section>")
@@ -154,4 +154,4 @@ def render_html(runs: Iterable[LabResult]) -> str:
     body = "".join(render_run(run) for run in runs)
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>{body}</body></html>\n")
+            f"<title>{escape.html(title)}</title><style>{CSS}</style></head><body>{body}</body></html>\n")
