@@ -36,7 +36,7 @@ class FakeTracer:
 
 @pytest.fixture
 def fake(monkeypatch):
-    monkeypatch.setattr("ctxlab.trace.Tracer", FakeTracer)
+    monkeypatch.setattr("ctxlab.program.Tracer", FakeTracer)
     monkeypatch.setattr(FakeTracer, "EVENTS", [])
     monkeypatch.setattr(FakeTracer, "INITIALISED", False)
     return FakeTracer

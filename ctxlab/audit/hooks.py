@@ -1,75 +1,42 @@
-"""What the audit reads inside the driver's calls, through the tracer's hooks (``Tracer(hooks=...)``).
+"""What the audit reads of the driver's calls beyond their names and statuses, from the parameters the
+tracer's C callback kept (``ctxlab.trace_fields``; ``Tracer(launch_arguments=True, annotate=...)``).
 
-Two rules need values that CUPTI's activity records and the tracer's events do not carry:
+Two rules need it:
 
-- ``pointer-from-another-context``: which context owns each allocation (``cuMemAlloc*`` at their exit:
-  the pointer written to ``*dptr``, the size, the context current; ``cuMemFree*`` at their entry), and,
-  at each kernel launch (``cuLaunchKernel``, ``cuLaunchKernelEx``, ``cuLaunchCooperativeKernel`` at
-  their entry), which arguments hold an address inside an allocation of a context other than the
-  launch's. Each argument's size comes from ``cuFuncGetParamInfo`` (once per CUfunction); every 8-byte
-  aligned word of an argument is looked up, so a pointer inside a struct argument (CuPy passes each
-  array as a struct whose first member is its data pointer) or offset into an allocation is found.
-- ``green-context-on-two-threads``: which CUcontext handles are green contexts (``cuCtxFromGreenCtx``
-  at its exit: the handle written to ``*pContext``).
+- ``pointer-from-another-context``: which context owns each allocation (``cuMemAlloc*``: the pointer
+  written to ``*dptr``, the size, the context current; ``cuMemFree*``), and, at each kernel launch
+  (``cuLaunchKernel``, ``cuLaunchKernelEx``, ``cuLaunchCooperativeKernel``), which arguments hold an
+  address inside an allocation of a context other than the launch's. The C callback keeps the arguments
+  (each one's size from ``cuFuncGetParamInfo``, once per CUfunction) of each distinct (function, context,
+  argument bytes) launch, and only while memory of more than one context exists; every 8-byte aligned word
+  of an argument is looked up, so a pointer inside a struct argument (CuPy passes each array as a struct
+  whose first member is its data pointer) or offset into an allocation is found.
+- ``green-context-on-two-threads``: which CUcontext handles are green contexts (``cuCtxFromGreenCtx``:
+  the handle written to ``*pContext``).
 
-What was found is added to the trace as events of domain ``audit`` (``Tracer.note``), with the user's
-stack where a finding needs one; the rules read them (``Stream.observed``).
-
-The structures read here are CUPTI's ``CUpti_CallbackData`` (``functionParams`` at offset 16, as
-cupti-python's ``callback_data_dtype`` lays it out) and the ``<function>_params`` structs of CUPTI's
-``generated_cuda_meta.h``, whose offsets are written below.
-
-Cost: a launch in a program whose allocations all belong to the launch's context (one context: the
-usual case) costs the callback and three attribute reads. Otherwise the arguments are read, and a launch
-whose (function, context, argument bytes) was inspected before is not inspected again.
+The calls are replayed in time order after they were recorded (nothing runs inside the driver); what was
+found is added as events of domain ``audit`` with the launch's stack; the rules read them
+(``Stream.observed``).
 """
 
 from __future__ import annotations
 
 import bisect
-import ctypes
 import struct
 import threading
-from collections.abc import Callable
-from typing import Any
 
-from ctxlab.stacks import user_stack
-
-ENTER, EXIT = 0, 1
-FUNCTION_PARAMS = 16  # offsetof(CUpti_CallbackData, functionParams)
 _U64 = struct.Struct("<Q")
-# Offsets of (f, kernelParams, extra) in each launch's params struct; None: the struct has no such member.
-LAUNCHES: dict[str, tuple[int, int, int | None]] = {
-    "cuLaunchKernel": (0, 48, 56), "cuLaunchKernel_ptsz": (0, 48, 56),  # f; 7 unsigned; hStream at 40
-    "cuLaunchKernelEx": (8, 16, 24), "cuLaunchKernelEx_ptsz": (8, 16, 24),  # config; f; kernelParams; extra
-    "cuLaunchCooperativeKernel": (0, 48, None), "cuLaunchCooperativeKernel_ptsz": (0, 48, None),
-}
-# Allocation functions: how the size is read from the params struct (dptr is the first member of each).
-ALLOCATIONS: dict[str, str] = {
-    "cuMemAlloc_v2": "bytesize", "cuMemAllocManaged": "bytesize", "cuMemAllocAsync": "bytesize",
-    "cuMemAllocAsync_ptsz": "bytesize", "cuMemAllocFromPoolAsync": "bytesize",
-    "cuMemAllocFromPoolAsync_ptsz": "bytesize", "cuMemAllocPitch_v2": "pitch",
-}
-FREES = ("cuMemFree_v2", "cuMemFreeAsync", "cuMemFreeAsync_ptsz")  # dptr is the first member (a value)
+LAUNCHES = ("cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
+            "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz")
+ALLOCATIONS = ("cuMemAlloc_v2", "cuMemAllocManaged", "cuMemAllocAsync", "cuMemAllocAsync_ptsz",
+               "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz", "cuMemAllocPitch_v2")
+FREES = ("cuMemFree_v2", "cuMemFreeAsync", "cuMemFreeAsync_ptsz")
 GREEN = "cuCtxFromGreenCtx"  # (CUcontext *pContext, CUgreenCtx hCtx)
 DESTROY = "cuCtxDestroy_v2"  # (CUcontext ctx)
-# CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE (cuda.h)
-_END, _BUFFER_POINTER, _BUFFER_SIZE = 0, 1, 2
-MAX_PARAMS = 1024
-MAX_SEEN = 100_000  # distinct launches remembered; then forgotten all at once (memory stays bounded)
 MIN_ADDRESS = 1 << 16  # smaller words are counts, flags and sizes: no allocation lies there
 
 FOREIGN_POINTER = "KERNEL_ARGUMENT_IN_ANOTHER_CONTEXT"
 GREEN_CONTEXT = "GREEN_CONTEXT"
-
-
-def _u64(address: int) -> int:
-    return ctypes.c_uint64.from_address(address).value
-
-
-def _status_ok(data: Any) -> bool:
-    ret = int(data.function_return_value or 0)
-    return bool(ret) and ctypes.c_int.from_address(ret).value == 0
 
 
 class Allocations:
@@ -129,147 +96,72 @@ class Allocations:
                 self.owners.pop(context, None)
 
 
-def cuda_param_sizes(function: int) -> tuple[int, ...]:
-    """The size of each parameter of a CUfunction, through cuFuncGetParamInfo (CUDA 12.4+); () if unknown."""
-    from cuda.bindings import driver
-
-    sizes = []
-    handle = driver.CUfunction(function)
-    for i in range(MAX_PARAMS):
-        err, _offset, size = driver.cuFuncGetParamInfo(handle, i)
-        if int(err):  # CUDA_ERROR_INVALID_VALUE past the last parameter
-            break
-        sizes.append(int(size))
-    return tuple(sizes)
-
-
 class AuditHooks:
-    """The hooks the audit gives the tracer, and what they saw (``stats``)."""
+    """Replays the calls' kept parameters: the allocation map, launches' foreign pointers, green handles."""
 
-    def __init__(self, param_sizes: Callable[[int], tuple[int, ...]] | None = None) -> None:
+    def __init__(self) -> None:
         self.allocations = Allocations()
-        self._param_sizes = param_sizes or cuda_param_sizes
-        self._layouts: dict[int, tuple[tuple[int, int], ...]] = {}  # CUfunction -> ((index, size >= 8), ...)
-        self._seen: set = set()
-        self._local = threading.local()
+        self._lock = threading.Lock()
         self.stats = {"launch_callbacks": 0, "launches_inspected": 0, "foreign_arguments": 0,
                       "allocations_seen": 0, "green_contexts": 0}
-
-    def tracer_hooks(self) -> dict[str, Callable]:
-        """Driver function (cupti's callback id name) -> hook, for ``Tracer(hooks=...)``."""
-        hooks: dict[str, Callable] = {}
-        for name, offsets in LAUNCHES.items():
-            hooks[name] = self._launch_hook(name, offsets)
-        for name, how in ALLOCATIONS.items():
-            hooks[name] = self._allocation_hook(how)
-        for name in FREES:
-            hooks[name] = self._free
-        hooks[DESTROY] = self._destroy
-        hooks[GREEN] = self._green
-        return hooks
 
     def summary(self) -> dict:
         """The counts, for the audit's stats."""
         return {**self.stats, "allocations_seen": self.allocations.count}
 
-    # ---- allocations
-    def _allocation_hook(self, how: str) -> Callable:
-        def hook(tracer, data) -> None:
-            if data.callback_site != EXIT or not _status_ok(data):
-                return
-            params = _u64(data.ptr + FUNCTION_PARAMS)
-            base = _u64(_u64(params))
-            if how == "pitch":  # (dptr, size_t *pPitch, WidthInBytes, Height, ElementSizeBytes)
-                size = _u64(_u64(params + 8)) * _u64(params + 24)
-            else:  # (dptr, size_t bytesize, ...)
-                size = _u64(params + 8)
-            if base and data.context:
-                self.allocations.add(base, size, int(data.context), int(data.correlation_id))
-        return hook
+    def annotate(self, events: list[dict]) -> list[dict]:
+        """The audit events the calls in ``events`` (one batch, in any order) give; state carries over."""
+        steps = []
+        for e in events:
+            name, args = e.get("name", ""), e.get("args") or {}
+            if e.get("domain") != "driver":
+                continue
+            ok = e.get("status") == "CUDA_SUCCESS"
+            if name in ALLOCATIONS and ok:
+                steps.append((e.get("end", e["start"]), 1, e))
+            elif name in FREES:
+                steps.append((e["start"], 0, e))
+            elif name == DESTROY and ok:
+                steps.append((e.get("end", e["start"]), 2, e))
+            elif name == GREEN and ok and args.get("ctx"):
+                steps.append((e.get("end", e["start"]), 3, e))
+            elif name in LAUNCHES:
+                steps.append((e["start"], 4, e))
+        out: list[dict] = []
+        with self._lock:
+            for _time, kind, e in sorted(steps, key=lambda step: (step[0], step[1])):
+                args = e.get("args") or {}
+                if kind == 1:
+                    size = args.get("pitch", 0) * args.get("height", 0) if "pitch" in args else args.get("size", 0)
+                    if args.get("ptr") and e.get("context"):
+                        self.allocations.add(args["ptr"], size, e["context"], e.get("correlation", 0))
+                elif kind == 0:
+                    self.allocations.free(args.get("ptr", 0))
+                elif kind == 2:
+                    self.allocations.drop_context(args.get("ctx", 0))
+                elif kind == 3:
+                    self.stats["green_contexts"] += 1
+                    out.append(self._note(e, GREEN_CONTEXT, context=args["ctx"], green=args.get("green", 0)))
+                else:
+                    self.stats["launch_callbacks"] += 1
+                    if "arguments" in e:
+                        self.stats["launches_inspected"] += 1
+                        out.extend(self._inspect(e))
+        return out
 
-    def _free(self, tracer, data) -> None:
-        if data.callback_site == ENTER:
-            self.allocations.free(_u64(_u64(data.ptr + FUNCTION_PARAMS)))
+    @staticmethod
+    def _note(e: dict, name: str, **fields) -> dict:
+        note = {"domain": "audit", "name": name, "tid": e["tid"], "start": e["start"], **fields}
+        if "stack" in e:
+            note["stack"] = e["stack"]
+        elif "stack_missing" in e:
+            note["stack_missing"] = e["stack_missing"]
+        return note
 
-    def _destroy(self, tracer, data) -> None:
-        if data.callback_site == EXIT and _status_ok(data):  # (CUcontext ctx): its memory is gone with it
-            self.allocations.drop_context(_u64(_u64(data.ptr + FUNCTION_PARAMS)))
-
-    # ---- green contexts
-    def _green(self, tracer, data) -> None:
-        if data.callback_site != EXIT or not _status_ok(data):
-            return
-        params = _u64(data.ptr + FUNCTION_PARAMS)
-        handle, green = _u64(_u64(params)), _u64(params + 8)
-        self.stats["green_contexts"] += 1
-        tracer.note({"domain": "audit", "name": GREEN_CONTEXT, "context": handle, "green": green,
-                     "tid": threading.get_native_id(), "start": tracer.timestamp(), "stack": user_stack(skip=1)})
-
-    # ---- launches
-    def _launch_hook(self, name: str, offsets: tuple[int, int, int | None]) -> Callable:
-        at_f, at_params, at_extra = offsets
-
-        def hook(tracer, data) -> None:
-            if data.callback_site != ENTER:
-                return
-            self.stats["launch_callbacks"] += 1
-            owners = self.allocations.owners
-            context = int(data.context or 0)
-            if not owners or (len(owners) == 1 and context in owners):
-                return  # every allocation known belongs to this context: nothing to find
-            local = self._local
-            if getattr(local, "busy", False):
-                return  # a launch made while this thread asks the driver about a function
-            params = _u64(data.ptr + FUNCTION_PARAMS)
-            function, kernel_params = _u64(params + at_f), _u64(params + at_params)
-            words = self._arguments(function, kernel_params, _u64(params + at_extra) if at_extra is not None else 0)
-            if not words:
-                return
-            key = (function, context, words)
-            if key in self._seen:
-                return
-            if len(self._seen) >= MAX_SEEN:
-                self._seen.clear()
-            self._seen.add(key)
-            self.stats["launches_inspected"] += 1
-            self._inspect(tracer, data, name, function, context, words)
-        return hook
-
-    def _layout(self, function: int) -> tuple[tuple[int, int], ...]:
-        layout = self._layouts.get(function)
-        if layout is None:
-            local = self._local
-            local.busy = True
-            try:
-                sizes = self._param_sizes(function)
-            except Exception:  # no cuFuncGetParamInfo (cuda-bindings before 12.4): arguments cannot be read
-                sizes = ()
-            finally:
-                local.busy = False
-            layout = self._layouts[function] = tuple((i, s) for i, s in enumerate(sizes) if s >= 8)
-        return layout
-
-    def _arguments(self, function: int, kernel_params: int, extra: int) -> tuple[tuple[int, bytes], ...]:
-        """(parameter index, its bytes) of each argument of 8 bytes or more; index -1: the ``extra`` buffer."""
-        if kernel_params:
-            layout = self._layout(function)
-            return tuple((i, ctypes.string_at(_u64(kernel_params + 8 * i), size)) for i, size in layout)
-        if extra:  # CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE pairs, CU_LAUNCH_PARAM_END last
-            buffer = size = 0
-            for k in range(0, 64, 2):
-                what = _u64(extra + 8 * k)
-                if what == _END:
-                    break
-                if what == _BUFFER_POINTER:
-                    buffer = _u64(extra + 8 * (k + 1))
-                elif what == _BUFFER_SIZE:
-                    size = _u64(_u64(extra + 8 * (k + 1)))
-            if buffer and size:
-                return ((-1, ctypes.string_at(buffer, size)),)
-        return ()
-
-    def _inspect(self, tracer, data, name: str, function: int, context: int, words) -> None:
-        for index, raw in words:
+    def _inspect(self, e: dict) -> list[dict]:
+        context = int(e.get("context") or 0)
+        out = []
+        for index, raw in arguments(e["arguments"]):
             for offset in range(0, len(raw) - 7, 8):
                 value = _U64.unpack_from(raw, offset)[0]
                 if value < MIN_ADDRESS:
@@ -279,18 +171,29 @@ class AuditHooks:
                     continue
                 base, end, owner, correlation = found
                 self.stats["foreign_arguments"] += 1
-                tracer.note({"domain": "audit", "name": FOREIGN_POINTER, "launch": name, "context": context,
-                             "context_uid": int(data.context_uid or 0), "function": function, "parameter": index,
-                             "offset": offset, "pointer": value, "base": base, "size": end - base, "owner": owner,
-                             "allocation_correlation": correlation, "tid": threading.get_native_id(),
-                             "start": tracer.timestamp(), "stack": user_stack(skip=1)})
+                out.append(self._note(e, FOREIGN_POINTER, launch=e["name"], context=context,
+                                      context_uid=int(e.get("context_uid") or 0),
+                                      function=(e.get("args") or {}).get("function", 0), parameter=index,
+                                      offset=offset, pointer=value, base=base, size=end - base, owner=owner,
+                                      allocation_correlation=correlation))
+        return out
+
+
+def arguments(blob: bytes) -> list[tuple[int, bytes]]:
+    """A launch's kept arguments: (parameter index, its bytes); index -1 is the packed ``extra`` buffer."""
+    out, at = [], 0
+    while at + 8 <= len(blob):
+        index, size = struct.unpack_from("<II", blob, at)
+        raw = blob[at + 8:at + 8 + size]
+        out.append((-1 if index == 0xFFFFFFFF else index, raw))
+        at += 8 + size
+    return out
 
 
 def tracer_options(hooks: AuditHooks) -> dict:
-    """The Tracer options of an audited run: the user's stacks, the callbacks the rules need, these hooks.
-    cuFuncGetParamInfo, which the launch hook calls, gets no activity record: the program did not call it
-    (and its CUDA_ERROR_INVALID_VALUE past the last parameter is no failure of the program's)."""
+    """The Tracer options of an audited run: the user's stacks, the calls the rules judge with a stack, the
+    launches' arguments, and these hooks' replay of each batch of calls."""
     from ctxlab.audit.rules import AUDIT_CALLBACKS
 
-    return {"stacks": True, "extra_callbacks": AUDIT_CALLBACKS, "hooks": hooks.tracer_hooks(),
-            "unrecorded": ("cuFuncGetParamInfo",)}
+    return {"stacks": True, "extra_callbacks": AUDIT_CALLBACKS, "launch_arguments": True,
+            "annotate": hooks.annotate}

@@ -1,6 +1,6 @@
 """Run a program under the tracer for the audit and judge what it did.
 
-The program runs in this process, as ``ctxlab trace`` runs it (``ctxlab.tracing_cli``), with three
+The program runs in this process, as ``ctxlab trace`` runs it (``ctxlab.program``), with three
 additions: the tracer takes the user's Python stack in its callbacks (``stacks=True``) and gives a
 callback to a few more functions the rules judge (``AUDIT_CALLBACKS``); exceptions the program does
 not catch (main thread and other threads) are kept with their stacks; children it forks are watched
@@ -66,10 +66,11 @@ def _initialised(tracer) -> bool:
 
 
 def _renew_locks(tracer) -> None:
-    """In a forked child: the tracer's locks as new (a thread of the parent may have held one at the fork)."""
-    from ctxlab.trace import _Activity
+    """In a forked child: the tracer's locks as new (a thread of the parent may have held one at the fork;
+    the C side renews its own in its fork handler)."""
+    from ctxlab.tracer import _Active
 
-    _Activity.lock = threading.Lock()
+    _Active.lock = threading.Lock()
     if tracer is not None:
         tracer._lock = threading.Lock()
 
@@ -79,10 +80,10 @@ def audit_program(code: str | None = None, module: str | None = None, argv: list
     """Run the program (``-c`` code, ``-m`` module, or a script and its arguments) under the tracer, judge it."""
     from ctxlab.audit.forks import ForkWatch, read_log
     from ctxlab.audit.hooks import AuditHooks, tracer_options
-    from ctxlab.tracing_cli import _shown_path, trace_program
+    from ctxlab.program import shown_path, trace_program
 
     argv = list(argv)
-    program = code or module or _shown_path(argv[0])
+    program = code or module or shown_path(argv[0])
     exceptions: list[dict] = []
     fd, log = tempfile.mkstemp(prefix="ctxlab-audit-forks.", suffix=".jsonl")
     os.close(fd)

@@ -1,0 +1,716 @@
+/* ctxlab's CUPTI callback, in C, so that no Python code runs inside the driver.
+ *
+ * Why: CUPTI calls a subscriber's callback on the thread that made the CUDA call, while the driver or the
+ * runtime may hold its own locks (the runtime's one-time initialisation, the primary context's creation, a
+ * library's mutex around the call). A Python callback must take the GIL there. When another thread holds the
+ * GIL and waits for one of those locks (PyTorch and CuPy call CUDA with the GIL held), neither can go on:
+ * the program hangs. This callback never takes the GIL and never waits on a lock that a thread blocked in the
+ * driver can hold. It writes each call, resource event and the few call parameters the rules need into
+ * memory of its own (under a mutex that is held only to copy a record); Python reads them later.
+ *
+ * The user's Python stack, which a report needs for a call's line, is taken without waiting for the GIL:
+ * - a thread that holds the GIL (it called CUDA without releasing it) has its frames walked right here
+ *   through the C API (no Python code runs, nothing can release the GIL);
+ * - a thread that released the GIL cannot run Python until the call returns, so its frames stay where the
+ *   call was made: the callback asks ctxlab's stack thread (Python) for a snapshot and, at the exit of the
+ *   thread's outermost CUDA call (where the driver holds no lock of this call's), waits for it a bounded
+ *   time. A snapshot that did not come in time is dropped and the record says so.
+ *
+ * Nothing here needs CUDA's or Python's headers: the few CUPTI, driver and CPython functions used are
+ * handed in as addresses (ctxlab_init), and CUPTI's callback data is read at the offsets of cupti_callbacks.h.
+ * Built on first use by ctxlab.native (cc -O2 -shared -fPIC); no Python ABI, so one build serves any Python.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ABI_VERSION 3
+#define MAX_CBID 4096
+#define MAX_DEPTH 64
+#define MAX_FRAMES 48
+#define MAX_FIELDS 3
+#define MAX_PARAMS 256
+#define MAX_ARG_BYTES 4096
+#define BLOB_LIMIT (256u << 20)
+#define SEEN_SLOTS (1u << 16)
+#define LAYOUT_SLOTS 4096
+#define REQUEST_RING 4096
+
+/* CUPTI callback domains (cupti_callbacks.h) */
+#define DOMAIN_DRIVER 1
+#define DOMAIN_RUNTIME 2
+#define DOMAIN_RESOURCE 3
+
+/* record flags */
+#define F_NESTED_IN_RUNTIME 1u  /* a driver call made while a runtime call was open on its thread */
+#define F_NO_EXIT 2u            /* the call's exit was never seen (tracing stopped inside it) */
+#define F_BLOB_DROPPED 4u       /* arguments not kept: the argument store was full */
+
+/* stack states */
+#define S_NATIVE 1      /* frames walked here, with the GIL held */
+#define S_PENDING 2     /* asked of the stack thread */
+#define S_SERVED 3      /* the stack thread took a snapshot while the thread was still inside the call */
+#define S_ABANDONED 4   /* the snapshot did not come in time */
+#define S_NO_PYTHON 5   /* a thread with no Python thread state (a library's own thread) */
+#define S_NO_HELPER 6   /* no stack thread is running (interpreter shutting down, forked child) */
+
+/* want flags per function */
+#define W_STACK 1u      /* take the user's stack for this function */
+#define W_LAUNCH 2u     /* a kernel launch: keep its arguments (audit) */
+#define W_ALLOC 4u      /* an allocation: its context owns memory (a launch elsewhere may point into it) */
+#define MAX_OWNERS 64
+
+typedef struct {
+    uint64_t start, end, context, a, b, c;
+    uint32_t tid, cbid, correlation, context_uid;
+    int32_t status;
+    uint32_t stack;     /* stack id + 1; 0: none */
+    uint32_t blob;      /* offset + 1 into the argument store; 0: none */
+    uint32_t blob_len;
+    uint16_t domain, flags;
+    uint32_t depth;
+} record_t;             /* 88 bytes: ctxlab.native.RECORD_DTYPE mirrors it */
+
+typedef struct {
+    uint32_t state, tid, nframes, pad;
+    uint64_t frames[2 * MAX_FRAMES]; /* (code object, line) pairs, innermost first; code objects are owned */
+} pystack_t;
+
+typedef struct { uint8_t site, deref, width; uint16_t offset, inner; } field_t;
+
+typedef struct {
+    uint32_t want;
+    uint32_t nfields;
+    field_t fields[MAX_FIELDS];
+    int16_t f_off, params_off, extra_off; /* launches: offsets in the params struct; -1: none */
+} spec_t;
+
+typedef uint32_t (*timestamp_fn)(uint64_t *);
+typedef uint32_t (*context_id_fn)(void *, uint32_t *);
+typedef int (*param_info_fn)(void *, size_t, size_t *, size_t *);
+typedef int (*int_void_fn)(void);
+typedef void *(*ptr_void_fn)(void);
+typedef void *(*ptr_ptr_fn)(void *);
+typedef int (*int_ptr_fn)(void *);
+typedef void (*void_ptr_fn)(void *);
+
+static struct {
+    timestamp_fn timestamp;
+    context_id_fn context_id;
+    param_info_fn param_info;
+    int_void_fn gil_check;
+    ptr_void_fn this_thread_state;
+    ptr_ptr_fn thread_frame, frame_back, frame_code;
+    int_ptr_fn frame_line;
+} fn;
+
+static spec_t specs[4][MAX_CBID];
+static volatile int active;
+static volatile int helper_running;
+static int failure_stacks;   /* take the stack of every call that failed */
+static int wait_ms = 200;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;       /* records, stacks, blobs: held only to copy */
+static record_t *records;
+static size_t nrecords, caprecords;
+static pystack_t *stacks;
+static size_t nstacks, capstacks;
+static uint8_t *blobs;
+static size_t nblobs, capblobs;
+static uint64_t dropped_blobs, abandoned, served_count, native_count, requests_total;
+
+static pthread_mutex_t req_mu = PTHREAD_MUTEX_INITIALIZER;   /* the stack thread's queue */
+static pthread_cond_t req_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
+static uint32_t ring[REQUEST_RING];
+static uint32_t ring_head, ring_tail;
+
+static pthread_mutex_t seen_mu = PTHREAD_MUTEX_INITIALIZER;  /* launches already kept; function layouts */
+static uint64_t seen[SEEN_SLOTS];
+static size_t nseen;
+static uint64_t owners[MAX_OWNERS];  /* contexts that allocated memory while tracing */
+static volatile int nowners;
+static struct { uint64_t function; uint16_t n; uint16_t sizes[MAX_PARAMS]; } *layouts;
+
+typedef struct {
+    uint64_t start, a, b, c;
+    uint32_t blob, blob_len;
+    uint16_t flags;
+} frame_t;
+
+static __thread struct {
+    int depth, runtime_depth, busy;
+    uint32_t outer_stack;   /* the stack of the outermost call in progress: the Python position is fixed */
+    uint32_t pending;       /* a snapshot asked for inside the outermost call */
+    uint32_t misses;        /* snapshots that did not come in time in a row: wait less */
+    frame_t frames[MAX_DEPTH];
+} ts;
+
+static uint32_t gettid_(void) { return (uint32_t)syscall(SYS_gettid); }
+
+static uint64_t now(void) {
+    uint64_t t = 0;
+    if (fn.timestamp && fn.timestamp(&t) == 0) return t;
+    struct timespec spec;
+    clock_gettime(CLOCK_MONOTONIC, &spec);
+    return (uint64_t)spec.tv_sec * 1000000000ull + (uint64_t)spec.tv_nsec;
+}
+
+static uint64_t read_u64(uint64_t address) { return address ? *(const uint64_t *)(uintptr_t)address : 0; }
+
+static int grow(void **buf, size_t *cap, size_t need, size_t item) {
+    if (need <= *cap) return 1;
+    size_t cap2 = *cap ? *cap : 1024;
+    while (cap2 < need) cap2 *= 2;
+    void *p = realloc(*buf, cap2 * item);
+    if (!p) return 0;
+    *buf = p;
+    *cap = cap2;
+    return 1;
+}
+
+/* ---------------------------------------------------------------- stacks */
+
+static uint32_t new_stack(uint32_t state, uint32_t tid) {
+    pthread_mutex_lock(&mu);
+    if (!grow((void **)&stacks, &capstacks, nstacks + 1, sizeof(pystack_t))) {
+        pthread_mutex_unlock(&mu);
+        return 0;
+    }
+    pystack_t *s = &stacks[nstacks];
+    memset(s, 0, sizeof(*s) - sizeof(s->frames));
+    s->state = state;
+    s->tid = tid;
+    uint32_t id = (uint32_t)++nstacks;
+    pthread_mutex_unlock(&mu);
+    return id;
+}
+
+static void (*decref)(void *);
+
+static uint32_t walk_with_gil(uint32_t tid) {
+    /* The GIL is held by this thread: the C API can be used, and no Python code runs. */
+    uint64_t frames[2 * MAX_FRAMES];
+    uint32_t n = 0;
+    void *tstate = fn.this_thread_state();
+    void *f = tstate ? fn.thread_frame(tstate) : NULL;  /* new references all the way */
+    while (f && n < MAX_FRAMES) {
+        frames[2 * n] = (uint64_t)(uintptr_t)fn.frame_code(f);  /* kept: released by Python when read */
+        frames[2 * n + 1] = (uint64_t)fn.frame_line(f);
+        n++;
+        void *back = fn.frame_back(f);
+        decref(f);
+        f = back;
+    }
+    if (f) decref(f);
+    uint32_t id = 0;
+    pthread_mutex_lock(&mu);
+    if (grow((void **)&stacks, &capstacks, nstacks + 1, sizeof(pystack_t))) {
+        pystack_t *s = &stacks[nstacks];
+        s->state = S_NATIVE;
+        s->tid = tid;
+        s->nframes = n;
+        memcpy(s->frames, frames, sizeof(uint64_t) * 2 * n);
+        id = (uint32_t)++nstacks;
+        native_count++;
+    } else {
+        for (uint32_t i = 0; i < n; i++) decref((void *)(uintptr_t)frames[2 * i]);
+    }
+    pthread_mutex_unlock(&mu);
+    return id;
+}
+
+static uint32_t take_stack(uint32_t tid) {
+    if (ts.outer_stack) return ts.outer_stack;
+    uint32_t id;
+    if (!fn.gil_check || !fn.this_thread_state || !decref || !fn.this_thread_state()) {
+        id = new_stack(S_NO_PYTHON, tid);
+    } else if (fn.gil_check()) {
+        id = walk_with_gil(tid);
+    } else if (!helper_running) {
+        id = new_stack(S_NO_HELPER, tid);
+    } else {
+        id = new_stack(S_PENDING, tid);
+        if (id) {
+            pthread_mutex_lock(&req_mu);
+            if (ring_head - ring_tail < REQUEST_RING) {
+                ring[ring_head++ % REQUEST_RING] = id;
+                requests_total++;
+                pthread_cond_signal(&req_cv);
+                ts.pending = id;
+            } else {
+                pthread_mutex_lock(&mu);
+                stacks[id - 1].state = S_ABANDONED;
+                pthread_mutex_unlock(&mu);
+            }
+            pthread_mutex_unlock(&req_mu);
+        }
+    }
+    if (ts.depth > 0) ts.outer_stack = id;
+    return id;
+}
+
+static void wait_for_snapshot(void) {
+    /* At the outermost exit: the driver holds no lock of this call's. Wait a bounded time. */
+    uint32_t id = ts.pending;
+    ts.pending = 0;
+    if (!id) return;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    long ms = ts.misses ? 2 : wait_ms;
+    deadline.tv_sec += ms / 1000;
+    deadline.tv_nsec += (ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) { deadline.tv_sec++; deadline.tv_nsec -= 1000000000L; }
+    pthread_mutex_lock(&req_mu);
+    for (;;) {
+        pthread_mutex_lock(&mu);
+        uint32_t state = stacks[id - 1].state;
+        pthread_mutex_unlock(&mu);
+        if (state != S_PENDING) { ts.misses = 0; break; }
+        if (!helper_running || pthread_cond_timedwait(&done_cv, &req_mu, &deadline) == ETIMEDOUT) {
+            pthread_mutex_lock(&mu);
+            if (stacks[id - 1].state == S_PENDING) { stacks[id - 1].state = S_ABANDONED; abandoned++; ts.misses++; }
+            pthread_mutex_unlock(&mu);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&req_mu);
+}
+
+/* The stack thread: the next snapshot to take (0 after timeout_ms), and the thread to take it of. */
+uint32_t ctxlab_next_request(int timeout_ms, uint32_t *tid) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) { deadline.tv_sec++; deadline.tv_nsec -= 1000000000L; }
+    uint32_t id = 0;
+    pthread_mutex_lock(&req_mu);
+    while (ring_head == ring_tail && helper_running) {
+        if (pthread_cond_timedwait(&req_cv, &req_mu, &deadline) == ETIMEDOUT) break;
+    }
+    if (ring_head != ring_tail) id = ring[ring_tail++ % REQUEST_RING];
+    pthread_mutex_unlock(&req_mu);
+    if (id) {
+        pthread_mutex_lock(&mu);
+        *tid = stacks[id - 1].tid;
+        pthread_mutex_unlock(&mu);
+    }
+    return id;
+}
+
+/* The stack thread took its snapshot: 1 if the thread was still waiting for it (the snapshot is right). */
+int ctxlab_served(uint32_t id) {
+    int ok = 0;
+    pthread_mutex_lock(&req_mu);
+    pthread_mutex_lock(&mu);
+    if (id && id <= nstacks && stacks[id - 1].state == S_PENDING) {
+        stacks[id - 1].state = S_SERVED;
+        served_count++;
+        ok = 1;
+    }
+    pthread_mutex_unlock(&mu);
+    pthread_cond_broadcast(&done_cv);
+    pthread_mutex_unlock(&req_mu);
+    return ok;
+}
+
+void ctxlab_set_helper(int running) {
+    pthread_mutex_lock(&req_mu);
+    helper_running = running;
+    pthread_cond_broadcast(&req_cv);
+    pthread_cond_broadcast(&done_cv);
+    pthread_mutex_unlock(&req_mu);
+}
+
+/* ---------------------------------------------------------------- launches */
+
+static uint64_t mix(uint64_t h, uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); return h; }
+
+static int seen_before(uint64_t key) {
+    /* 1 if a launch with this (function, context, argument bytes) was kept already; else remembers it */
+    if (!key) key = 1;
+    pthread_mutex_lock(&seen_mu);
+    if (nseen >= SEEN_SLOTS / 2) { memset(seen, 0, sizeof(seen)); nseen = 0; }  /* memory stays bounded */
+    size_t i = (size_t)(key * 0x9e3779b97f4a7c15ull) & (SEEN_SLOTS - 1);
+    while (seen[i] && seen[i] != key) i = (i + 1) & (SEEN_SLOTS - 1);
+    int found = seen[i] == key;
+    if (!found) { seen[i] = key; nseen++; }
+    pthread_mutex_unlock(&seen_mu);
+    return found;
+}
+
+static int layout_of(uint64_t function, uint16_t *sizes) {
+    /* each parameter's size, through cuFuncGetParamInfo (once per function); -1 when unknown */
+    if (!fn.param_info || !function) return -1;
+    size_t slot = (size_t)(function * 0x9e3779b97f4a7c15ull >> 20) % LAYOUT_SLOTS;
+    pthread_mutex_lock(&seen_mu);
+    if (!layouts) layouts = calloc(LAYOUT_SLOTS, sizeof(*layouts));
+    if (layouts && layouts[slot].function == function) {
+        int n = layouts[slot].n;
+        memcpy(sizes, layouts[slot].sizes, sizeof(uint16_t) * (size_t)n);
+        pthread_mutex_unlock(&seen_mu);
+        return n;
+    }
+    pthread_mutex_unlock(&seen_mu);
+    int n = 0;
+    ts.busy = 1;  /* the driver calls made here are ctxlab's, not the program's */
+    for (; n < MAX_PARAMS; n++) {
+        size_t offset = 0, size = 0;
+        if (fn.param_info((void *)(uintptr_t)function, (size_t)n, &offset, &size) != 0) break;
+        sizes[n] = (uint16_t)(size > 0xffff ? 0xffff : size);
+    }
+    ts.busy = 0;
+    pthread_mutex_lock(&seen_mu);
+    if (layouts) {
+        layouts[slot].function = function;
+        layouts[slot].n = (uint16_t)n;
+        memcpy(layouts[slot].sizes, sizes, sizeof(uint16_t) * (size_t)n);
+    }
+    pthread_mutex_unlock(&seen_mu);
+    return n;
+}
+
+static uint32_t keep_blob(const uint8_t *data, size_t len, uint32_t *out_len, uint16_t *flags) {
+    uint32_t at = 0;
+    pthread_mutex_lock(&mu);
+    if (nblobs + len > BLOB_LIMIT || !grow((void **)&blobs, &capblobs, nblobs + len, 1)) {
+        dropped_blobs++;
+        *flags |= F_BLOB_DROPPED;
+    } else {
+        memcpy(blobs + nblobs, data, len);
+        at = (uint32_t)nblobs + 1;
+        nblobs += len;
+        *out_len = (uint32_t)len;
+    }
+    pthread_mutex_unlock(&mu);
+    return at;
+}
+
+static void keep_launch(const spec_t *spec, uint64_t params, uint64_t context, frame_t *fr) {
+    /* the arguments as (u32 index, u32 size, bytes) items; index 0xffffffff: the packed extra buffer.
+       Only where memory of another context than the launch's exists: else no argument can point there. */
+    int n_owners = nowners;
+    if (n_owners == 0 || (n_owners == 1 && owners[0] == context)) return;
+    uint8_t buf[MAX_ARG_BYTES];
+    size_t len = 0;
+    uint64_t function = read_u64(params + (uint64_t)spec->f_off);
+    uint64_t kernel_params = spec->params_off >= 0 ? read_u64(params + (uint64_t)spec->params_off) : 0;
+    uint64_t extra = spec->extra_off >= 0 ? read_u64(params + (uint64_t)spec->extra_off) : 0;
+    uint64_t h = mix(mix(0, function), context);
+    if (kernel_params) {
+        uint16_t sizes[MAX_PARAMS];
+        int n = layout_of(function, sizes);
+        for (int i = 0; i < n; i++) {
+            if (sizes[i] < 8) continue;
+            size_t size = sizes[i];
+            if (len + 8 + size > sizeof(buf)) break;
+            const uint8_t *value = (const uint8_t *)(uintptr_t)read_u64(kernel_params + 8ull * (uint64_t)i);
+            if (!value) continue;
+            uint32_t head[2] = {(uint32_t)i, (uint32_t)size};
+            memcpy(buf + len, head, 8);
+            memcpy(buf + len + 8, value, size);
+            for (size_t k = 0; k + 8 <= size; k += 8) { uint64_t w; memcpy(&w, value + k, 8); h = mix(h, w); }
+            len += 8 + size;
+        }
+    } else if (extra) {
+        uint64_t buffer = 0, size = 0;
+        for (int k = 0; k < 64; k += 2) {
+            uint64_t what = read_u64(extra + 8ull * (uint64_t)k);
+            if (what == 0) break;                                   /* CU_LAUNCH_PARAM_END */
+            if (what == 1) buffer = read_u64(extra + 8ull * (uint64_t)(k + 1));            /* BUFFER_POINTER */
+            else if (what == 2) size = read_u64(read_u64(extra + 8ull * (uint64_t)(k + 1))); /* BUFFER_SIZE */
+        }
+        if (buffer && size && size + 8 <= sizeof(buf)) {
+            uint32_t head[2] = {0xffffffffu, (uint32_t)size};
+            memcpy(buf, head, 8);
+            memcpy(buf + 8, (const void *)(uintptr_t)buffer, size);
+            for (size_t k = 0; k + 8 <= size; k += 8) { uint64_t w; memcpy(&w, buf + 8 + k, 8); h = mix(h, w); }
+            len = 8 + size;
+        }
+    }
+    if (!len || seen_before(h)) return;
+    fr->blob = keep_blob(buf, len, &fr->blob_len, &fr->flags);
+}
+
+/* ---------------------------------------------------------------- records */
+
+static void capture(const spec_t *spec, int site, uint64_t params, uint64_t *values) {
+    for (uint32_t i = 0; i < spec->nfields; i++) {
+        const field_t *f = &spec->fields[i];
+        if (f->site != site || !params) continue;
+        uint64_t v = read_u64(params + f->offset);
+        if (f->deref) v = v ? read_u64(v + f->inner) : 0;
+        if (f->width == 4) v &= 0xffffffffull;
+        values[i] = v;
+    }
+}
+
+static void note_owner(uint64_t context) {
+    for (int i = 0; i < nowners; i++) if (owners[i] == context) return;
+    pthread_mutex_lock(&seen_mu);
+    int known = 0;
+    for (int i = 0; i < nowners; i++) if (owners[i] == context) known = 1;
+    if (!known && nowners < MAX_OWNERS) { owners[nowners] = context; nowners++; }
+    pthread_mutex_unlock(&seen_mu);
+}
+
+static void emit(const record_t *r) {
+    pthread_mutex_lock(&mu);
+    if (grow((void **)&records, &caprecords, nrecords + 1, sizeof(record_t))) records[nrecords++] = *r;
+    pthread_mutex_unlock(&mu);
+}
+
+void ctxlab_callback(void *userdata, uint32_t domain, uint32_t cbid, const void *data) {
+    (void)userdata;
+    if (!active || ts.busy || cbid >= MAX_CBID || domain > 3) return;
+    uint32_t tid = gettid_();
+    const spec_t *spec = &specs[domain][cbid];
+    if (domain == DOMAIN_RESOURCE) {
+        record_t r;
+        memset(&r, 0, sizeof(r));
+        r.domain = (uint16_t)domain;
+        r.cbid = cbid;
+        r.tid = tid;
+        r.start = r.end = now();
+        r.depth = (uint32_t)ts.depth;
+        if (data) {  /* CUpti_ResourceData: context, resourceHandle (a stream), resourceDescriptor */
+            uint64_t base = (uint64_t)(uintptr_t)data;
+            r.context = read_u64(base);
+            r.a = read_u64(base + 8);
+            uint64_t descriptor = read_u64(base + 16);
+            r.b = descriptor ? (uint64_t)*(const uint32_t *)(uintptr_t)descriptor : 0; /* a module's id */
+            if (r.context && fn.context_id) {
+                uint32_t uid = 0;
+                if (fn.context_id((void *)(uintptr_t)r.context, &uid) == 0) r.context_uid = uid;
+            }
+        }
+        if (spec->want & W_STACK) {
+            r.stack = take_stack(tid);
+            if (ts.depth == 0) wait_for_snapshot();  /* no call around it to wait at the end of */
+        }
+        emit(&r);
+        return;
+    }
+    /* CUpti_CallbackData: site @0, functionParams @16, functionReturnValue @24, context @40,
+       contextUid @48, correlationId @64 */
+    uint64_t base = (uint64_t)(uintptr_t)data;
+    uint32_t site = *(const uint32_t *)(uintptr_t)base;
+    uint64_t params = read_u64(base + 16);
+    if (site == 0) {
+        if (ts.depth < MAX_DEPTH) {
+            frame_t *fr = &ts.frames[ts.depth];
+            memset(fr, 0, sizeof(*fr));
+            fr->start = now();
+            uint64_t values[MAX_FIELDS] = {0, 0, 0};
+            capture(spec, 0, params, values);
+            fr->a = values[0]; fr->b = values[1]; fr->c = values[2];
+            if (domain == DOMAIN_DRIVER && ts.runtime_depth > 0) fr->flags |= F_NESTED_IN_RUNTIME;
+        }
+        ts.depth++;
+        if (domain == DOMAIN_RUNTIME) ts.runtime_depth++;
+        if ((spec->want & W_LAUNCH) && ts.depth <= MAX_DEPTH) {
+            frame_t *fr = &ts.frames[ts.depth - 1];
+            keep_launch(spec, params, read_u64(base + 40), fr);
+            if (fr->blob) take_stack(tid);  /* a launch the pointer rule may report */
+        }
+        if (spec->want & W_STACK) take_stack(tid);
+        return;
+    }
+    record_t r;
+    memset(&r, 0, sizeof(r));
+    r.end = now();
+    if (ts.depth > 0) ts.depth--;
+    if (domain == DOMAIN_RUNTIME && ts.runtime_depth > 0) ts.runtime_depth--;
+    if (ts.depth < MAX_DEPTH) {
+        frame_t *fr = &ts.frames[ts.depth];
+        r.start = fr->start ? fr->start : r.end;
+        r.a = fr->a; r.b = fr->b; r.c = fr->c;
+        r.blob = fr->blob; r.blob_len = fr->blob_len;
+        r.flags = fr->flags;
+    } else {
+        r.start = r.end;
+    }
+    uint64_t values[MAX_FIELDS] = {r.a, r.b, r.c};
+    capture(spec, 1, params, values);
+    r.a = values[0]; r.b = values[1]; r.c = values[2];
+    r.domain = (uint16_t)domain;
+    r.cbid = cbid;
+    r.tid = tid;
+    r.depth = (uint32_t)ts.depth;
+    r.context = read_u64(base + 40);
+    r.context_uid = *(const uint32_t *)(uintptr_t)(base + 48);
+    r.correlation = *(const uint32_t *)(uintptr_t)(base + 64);
+    uint64_t ret = read_u64(base + 24);
+    r.status = ret ? *(const int32_t *)(uintptr_t)ret : 0;
+    if ((spec->want & W_ALLOC) && r.status == 0 && r.context) note_owner(r.context);
+    if ((spec->want & W_STACK) || (r.status != 0 && failure_stacks) || ts.outer_stack) r.stack = take_stack(tid);
+    if (ts.depth == 0) {
+        wait_for_snapshot();
+        ts.outer_stack = 0;
+    }
+    emit(&r);
+}
+
+/* ---------------------------------------------------------------- set-up and reading, from Python */
+
+int ctxlab_abi(void) { return ABI_VERSION; }
+size_t ctxlab_record_size(void) { return sizeof(record_t); }
+size_t ctxlab_stack_size(void) { return sizeof(pystack_t); }
+
+void ctxlab_init(void *timestamp, void *context_id, void *param_info, void *gil_check, void *this_thread_state,
+                 void *thread_frame, void *frame_back, void *frame_code, void *frame_line, void *py_decref,
+                 int wait) {
+    fn.timestamp = (timestamp_fn)timestamp;
+    fn.context_id = (context_id_fn)context_id;
+    fn.param_info = (param_info_fn)param_info;
+    fn.gil_check = (int_void_fn)gil_check;
+    fn.this_thread_state = (ptr_void_fn)this_thread_state;
+    fn.thread_frame = (ptr_ptr_fn)thread_frame;
+    fn.frame_back = (ptr_ptr_fn)frame_back;
+    fn.frame_code = (ptr_ptr_fn)frame_code;
+    fn.frame_line = (int_ptr_fn)frame_line;
+    decref = (void (*)(void *))py_decref;
+    wait_ms = wait > 0 ? wait : 200;
+    memset(specs, 0, sizeof(specs));
+}
+
+void ctxlab_set_want(uint32_t domain, uint32_t cbid, uint32_t want) {
+    if (domain <= 3 && cbid < MAX_CBID) specs[domain][cbid].want |= want;
+}
+
+void ctxlab_set_field(uint32_t domain, uint32_t cbid, uint32_t site, uint32_t offset, uint32_t deref,
+                      uint32_t inner, uint32_t width) {
+    if (domain > 3 || cbid >= MAX_CBID) return;
+    spec_t *s = &specs[domain][cbid];
+    if (s->nfields >= MAX_FIELDS) return;
+    field_t *f = &s->fields[s->nfields++];
+    f->site = (uint8_t)site; f->offset = (uint16_t)offset; f->deref = (uint8_t)deref;
+    f->inner = (uint16_t)inner; f->width = (uint8_t)width;
+}
+
+void ctxlab_set_launch(uint32_t cbid, int f_off, int params_off, int extra_off) {
+    if (cbid >= MAX_CBID) return;
+    spec_t *s = &specs[DOMAIN_DRIVER][cbid];
+    s->want |= W_LAUNCH;
+    s->f_off = (int16_t)f_off; s->params_off = (int16_t)params_off; s->extra_off = (int16_t)extra_off;
+}
+
+void ctxlab_set_active(int on) { active = on; }
+void ctxlab_set_failure_stacks(int on) { failure_stacks = on; }
+
+/* Move the records out: copies at most max of them into out, returns how many. */
+size_t ctxlab_take_records(record_t *out, size_t max) {
+    pthread_mutex_lock(&mu);
+    size_t n = nrecords < max ? nrecords : max;
+    memcpy(out, records, n * sizeof(record_t));
+    memmove(records, records + n, (nrecords - n) * sizeof(record_t));
+    nrecords -= n;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+size_t ctxlab_pending_records(void) {
+    pthread_mutex_lock(&mu);
+    size_t n = nrecords;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+/* A stack by id (1-based): its state, and its frames copied into out (2 words a frame). */
+uint32_t ctxlab_stack(uint32_t id, uint64_t *out, uint32_t *nframes, uint32_t *tid) {
+    uint32_t state = 0;
+    pthread_mutex_lock(&mu);
+    if (id && id <= nstacks) {
+        pystack_t *s = &stacks[id - 1];
+        state = s->state;
+        *nframes = s->nframes;
+        *tid = s->tid;
+        memcpy(out, s->frames, sizeof(uint64_t) * 2 * s->nframes);
+    }
+    pthread_mutex_unlock(&mu);
+    return state;
+}
+
+size_t ctxlab_blob(uint32_t at, uint32_t len, uint8_t *out) {
+    size_t n = 0;
+    pthread_mutex_lock(&mu);
+    if (at && (size_t)at - 1 + len <= nblobs) { memcpy(out, blobs + at - 1, len); n = len; }
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+void ctxlab_counts(uint64_t *out) {
+    pthread_mutex_lock(&mu);
+    out[0] = nstacks; out[1] = native_count; out[2] = requests_total; out[3] = served_count;
+    out[4] = abandoned; out[5] = dropped_blobs; out[6] = nrecords; out[7] = nblobs;
+    pthread_mutex_unlock(&mu);
+}
+
+/* Forget everything (a new tracer): the stacks' code objects must have been released by Python first. */
+void ctxlab_reset(void) {
+    pthread_mutex_lock(&mu);
+    nrecords = 0; nstacks = 0; nblobs = 0;
+    dropped_blobs = abandoned = served_count = native_count = requests_total = 0;
+    pthread_mutex_unlock(&mu);
+    pthread_mutex_lock(&seen_mu);
+    memset(seen, 0, sizeof(seen));
+    nseen = 0;
+    nowners = 0;
+    pthread_mutex_unlock(&seen_mu);
+    pthread_mutex_lock(&req_mu);
+    ring_head = ring_tail = 0;
+    pthread_mutex_unlock(&req_mu);
+}
+
+static void after_fork_in_child(void) {
+    /* another thread of the parent may have held a mutex at the fork: new ones; no stack thread here */
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t fresh_cv = PTHREAD_COND_INITIALIZER;
+    mu = fresh; req_mu = fresh; seen_mu = fresh;
+    req_cv = fresh_cv; done_cv = fresh_cv;
+    helper_running = 0;
+    ring_head = ring_tail = 0;
+}
+
+__attribute__((constructor)) static void install_fork_handler(void) {
+    pthread_atfork(NULL, NULL, after_fork_in_child);
+}
+
+/* ---------------------------------------------------------------- for the CPU tests: a lock held across a
+   call, as the runtime holds its own around its first initialisation */
+
+static pthread_mutex_t test_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void ctxlab_test_call_holding_lock(uint32_t domain, uint32_t cbid, const void *enter, const void *exit_,
+                                   int hold_ms) {
+    pthread_mutex_lock(&test_lock);
+    ctxlab_callback(NULL, domain, cbid, enter);
+    struct timespec pause = {hold_ms / 1000, (long)(hold_ms % 1000) * 1000000L};
+    nanosleep(&pause, NULL);
+    ctxlab_callback(NULL, domain, cbid, exit_);
+    pthread_mutex_unlock(&test_lock);
+}
+
+typedef void (*callback_fn)(void *, uint32_t, uint32_t, const void *);
+
+void ctxlab_test_call_other_holding_lock(void *callback, uint32_t domain, uint32_t cbid, const void *enter,
+                                         const void *exit_, int hold_ms) {
+    /* the same with another subscriber's callback: a Python one (ctypes) shows the hang this file avoids */
+    pthread_mutex_lock(&test_lock);
+    ((callback_fn)callback)(NULL, domain, cbid, enter);
+    struct timespec pause = {hold_ms / 1000, (long)(hold_ms % 1000) * 1000000L};
+    nanosleep(&pause, NULL);
+    ((callback_fn)callback)(NULL, domain, cbid, exit_);
+    pthread_mutex_unlock(&test_lock);
+}
+
+void ctxlab_test_take_lock(void) {
+    pthread_mutex_lock(&test_lock);
+    pthread_mutex_unlock(&test_lock);
+}

@@ -1,0 +1,107 @@
+"""Which parameters of which driver calls the tracer keeps, read by its C callback at the call's entry or exit.
+
+Offsets are those of the ``<function>_params`` structs in CUPTI's ``generated_cuda_meta.h`` (each member at
+its natural alignment: pointers and handles 8 bytes, ``int``/``unsigned int`` 4). An output parameter
+(``CUcontext *pctx``) is read through its pointer at the exit; a value parameter at the entry. The values
+land in each call's ``args``: handles the audit's rules follow (which context made a stream or an event,
+which context a push or a destroy named) and the allocations its pointer rule maps.
+"""
+
+from __future__ import annotations
+
+ENTER, EXIT = 0, 1
+VALUE, DEREF = 0, 1
+
+# name -> ((arg, site, offset, deref, inner offset, width), ...): at most three a function
+_OUT_CTX = (("ctx", EXIT, 0, DEREF, 0, 8),)
+_IN_CTX = (("ctx", ENTER, 0, VALUE, 0, 8),)
+_STREAM_AT = {24: (("stream", ENTER, 24, VALUE, 0, 8),), 40: (("stream", ENTER, 40, VALUE, 0, 8),)}
+
+FIELDS: dict[str, tuple[tuple[str, int, int, int, int, int], ...]] = {
+    "cuCtxCreate_v2": (*_OUT_CTX, ("device", ENTER, 12, VALUE, 0, 4)),
+    "cuCtxCreate_v3": (*_OUT_CTX, ("device", ENTER, 24, VALUE, 0, 4)),
+    "cuCtxCreate_v4": (*_OUT_CTX, ("device", ENTER, 20, VALUE, 0, 4)),
+    "cuCtxDestroy_v2": _IN_CTX,
+    "cuCtxPushCurrent_v2": _IN_CTX,
+    "cuCtxPopCurrent_v2": _OUT_CTX,
+    "cuCtxSetCurrent": _IN_CTX,
+    "cuCtxEnablePeerAccess": (("peer", ENTER, 0, VALUE, 0, 8),),
+    "cuCtxFromGreenCtx": (*_OUT_CTX, ("green", ENTER, 8, VALUE, 0, 8)),
+    "cuDevicePrimaryCtxRetain": (*_OUT_CTX, ("device", ENTER, 8, VALUE, 0, 4)),
+    "cuDevicePrimaryCtxRelease": (("device", ENTER, 0, VALUE, 0, 4),),
+    "cuDevicePrimaryCtxRelease_v2": (("device", ENTER, 0, VALUE, 0, 4),),
+    "cuDevicePrimaryCtxReset": (("device", ENTER, 0, VALUE, 0, 4),),
+    "cuDevicePrimaryCtxReset_v2": (("device", ENTER, 0, VALUE, 0, 4),),
+    "cuStreamCreate": (("stream", EXIT, 0, DEREF, 0, 8),),
+    "cuStreamCreateWithPriority": (("stream", EXIT, 0, DEREF, 0, 8),),
+    "cuStreamDestroy_v2": (("stream", ENTER, 0, VALUE, 0, 8),),
+    "cuStreamSynchronize": (("stream", ENTER, 0, VALUE, 0, 8),),
+    "cuStreamSynchronize_ptsz": (("stream", ENTER, 0, VALUE, 0, 8),),
+    "cuStreamWaitEvent": (("stream", ENTER, 0, VALUE, 0, 8), ("event", ENTER, 8, VALUE, 0, 8)),
+    "cuStreamWaitEvent_ptsz": (("stream", ENTER, 0, VALUE, 0, 8), ("event", ENTER, 8, VALUE, 0, 8)),
+    "cuEventCreate": (("event", EXIT, 0, DEREF, 0, 8),),
+    "cuEventDestroy_v2": (("event", ENTER, 0, VALUE, 0, 8),),
+    "cuEventRecord": (("event", ENTER, 0, VALUE, 0, 8), ("stream", ENTER, 8, VALUE, 0, 8)),
+    "cuEventRecord_ptsz": (("event", ENTER, 0, VALUE, 0, 8), ("stream", ENTER, 8, VALUE, 0, 8)),
+    "cuEventRecordWithFlags": (("event", ENTER, 0, VALUE, 0, 8), ("stream", ENTER, 8, VALUE, 0, 8)),
+    "cuEventRecordWithFlags_ptsz": (("event", ENTER, 0, VALUE, 0, 8), ("stream", ENTER, 8, VALUE, 0, 8)),
+    "cuEventSynchronize": (("event", ENTER, 0, VALUE, 0, 8),),
+    "cuLaunchKernel": (("function", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[40]),
+    "cuLaunchKernel_ptsz": (("function", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[40]),
+    "cuLaunchCooperativeKernel": (("function", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[40]),
+    "cuLaunchCooperativeKernel_ptsz": (("function", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[40]),
+    # (const CUlaunchConfig *config, CUfunction f, ...): the stream is config->hStream, at 32 in the config
+    "cuLaunchKernelEx": (("function", ENTER, 8, VALUE, 0, 8), ("stream", ENTER, 0, DEREF, 32, 8)),
+    "cuLaunchKernelEx_ptsz": (("function", ENTER, 8, VALUE, 0, 8), ("stream", ENTER, 0, DEREF, 32, 8)),
+    "cuMemcpyAsync": _STREAM_AT[24], "cuMemcpyAsync_ptsz": _STREAM_AT[24],
+    "cuMemcpyHtoDAsync_v2": _STREAM_AT[24], "cuMemcpyHtoDAsync_v2_ptsz": _STREAM_AT[24],
+    "cuMemcpyDtoHAsync_v2": _STREAM_AT[24], "cuMemcpyDtoHAsync_v2_ptsz": _STREAM_AT[24],
+    "cuMemcpyDtoDAsync_v2": _STREAM_AT[24], "cuMemcpyDtoDAsync_v2_ptsz": _STREAM_AT[24],
+    "cuMemsetD8Async": _STREAM_AT[24], "cuMemsetD32Async": _STREAM_AT[24],
+    "cuMemAlloc_v2": (("ptr", EXIT, 0, DEREF, 0, 8), ("size", ENTER, 8, VALUE, 0, 8)),
+    "cuMemAllocManaged": (("ptr", EXIT, 0, DEREF, 0, 8), ("size", ENTER, 8, VALUE, 0, 8)),
+    "cuMemAllocAsync": (("ptr", EXIT, 0, DEREF, 0, 8), ("size", ENTER, 8, VALUE, 0, 8),
+                        ("stream", ENTER, 16, VALUE, 0, 8)),
+    "cuMemAllocAsync_ptsz": (("ptr", EXIT, 0, DEREF, 0, 8), ("size", ENTER, 8, VALUE, 0, 8),
+                             ("stream", ENTER, 16, VALUE, 0, 8)),
+    "cuMemAllocFromPoolAsync": (("ptr", EXIT, 0, DEREF, 0, 8), ("size", ENTER, 8, VALUE, 0, 8),
+                                ("stream", ENTER, 24, VALUE, 0, 8)),
+    "cuMemAllocFromPoolAsync_ptsz": (("ptr", EXIT, 0, DEREF, 0, 8), ("size", ENTER, 8, VALUE, 0, 8),
+                                     ("stream", ENTER, 24, VALUE, 0, 8)),
+    # (CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height, ...): size = pitch * height
+    "cuMemAllocPitch_v2": (("ptr", EXIT, 0, DEREF, 0, 8), ("pitch", EXIT, 8, DEREF, 0, 8),
+                           ("height", ENTER, 24, VALUE, 0, 8)),
+    "cuMemFree_v2": (("ptr", ENTER, 0, VALUE, 0, 8),),
+    "cuMemFreeAsync": (("ptr", ENTER, 0, VALUE, 0, 8), ("stream", ENTER, 8, VALUE, 0, 8)),
+    "cuMemFreeAsync_ptsz": (("ptr", ENTER, 0, VALUE, 0, 8), ("stream", ENTER, 8, VALUE, 0, 8)),
+    "cuMemGetAddressRange_v2": (("ptr", ENTER, 16, VALUE, 0, 8),),
+    "cuPointerGetAttribute": (("ptr", ENTER, 16, VALUE, 0, 8),),
+    "cuModuleLoad": (("module", EXIT, 0, DEREF, 0, 8),),
+    "cuModuleLoadData": (("module", EXIT, 0, DEREF, 0, 8),),
+    "cuModuleLoadDataEx": (("module", EXIT, 0, DEREF, 0, 8),),
+    "cuModuleLoadFatBinary": (("module", EXIT, 0, DEREF, 0, 8),),
+    "cuModuleGetFunction": (("function", EXIT, 0, DEREF, 0, 8), ("module", ENTER, 8, VALUE, 0, 8)),
+    "cuModuleUnload": (("module", ENTER, 0, VALUE, 0, 8),),
+    "cuKernelGetFunction": (("function", EXIT, 0, DEREF, 0, 8),),
+}
+
+# Launches whose kernel arguments the audit's pointer rule reads: (offset of f, of kernelParams, of extra).
+LAUNCH_ARGUMENTS: dict[str, tuple[int, int, int]] = {
+    "cuLaunchKernel": (0, 48, 56), "cuLaunchKernel_ptsz": (0, 48, 56),
+    "cuLaunchKernelEx": (8, 16, 24), "cuLaunchKernelEx_ptsz": (8, 16, 24),
+    "cuLaunchCooperativeKernel": (0, 48, -1), "cuLaunchCooperativeKernel_ptsz": (0, 48, -1),
+}
+
+# Runtime functions (CUPTI's names, with their version suffix) whose parameters are kept.
+RUNTIME_FIELDS: dict[str, tuple[tuple[str, int, int, int, int, int], ...]] = {
+    "cudaSetDevice_v3020": (("device", ENTER, 0, VALUE, 0, 4),),
+    "cudaInitDevice_v12000": (("device", ENTER, 0, VALUE, 0, 4),),
+}
+
+
+def named_args(name: str, values: tuple[int, int, int], runtime: bool = False) -> dict[str, int]:
+    """A call's kept parameters by name (``a``, ``b``, ``c`` of its record, in FIELDS' order)."""
+    fields = (RUNTIME_FIELDS if runtime else FIELDS).get(name)
+    if not fields:
+        return {}
+    return {field[0]: int(value) for field, value in zip(fields, values, strict=False)}

@@ -1,0 +1,546 @@
+"""The tracer: every driver and runtime call and CUPTI resource event of this process, with the context each
+call had, the parameters the rules follow, and the user's Python stack where one is wanted.
+
+CUPTI calls its subscriber's callback on the thread that made the call, often while the driver or the
+runtime holds a lock of its own. The callback is ctxlab's C code (``ctxlab.native``), which never takes the
+GIL there: a Python callback would have to, and hangs the program as soon as another thread holds the GIL
+while it waits for that lock (two CuPy threads initialising CUDA at once were enough). Python reads what
+the C side wrote when asked (``drain``) and when tracing stops; a stack thread of ours takes snapshots of
+threads that released the GIL for their call (see ``cupti_shim.c``). Only calls made while tracing are seen.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from ctxlab import native
+from ctxlab.stacks import frame_stack, is_user_file, shown
+from ctxlab.trace_fields import FIELDS, LAUNCH_ARGUMENTS, RUNTIME_FIELDS, named_args
+
+CONTEXT_PREFIXES = ("cuCtx", "cuDevicePrimaryCtx", "cuModule", "cuLibrary", "cuKernel", "cuGreenCtx")
+# Driver functions whose calls carry the user's stack by default: those that make, bind, unbind, destroy or
+# load into a context, or hand out a handle tied to one. Failing calls carry one too.
+CALLBACK_PREFIXES = ("cuCtxCreate", "cuCtxDestroy", "cuCtxPushCurrent", "cuCtxPopCurrent", "cuCtxSetCurrent",
+                     "cuCtxAttach", "cuCtxDetach", "cuCtxFromGreenCtx", "cuCtxEnablePeerAccess",
+                     "cuCtxDisablePeerAccess", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease",
+                     "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxSetFlags", "cuGreenCtxCreate",
+                     "cuGreenCtxDestroy", "cuModuleLoad", "cuModuleUnload", "cuModuleGetFunction",
+                     "cuModuleGetGlobal", "cuLibraryLoad", "cuLibraryUnload", "cuLibraryGetKernel",
+                     "cuLibraryGetModule", "cuLibraryGetGlobal", "cuKernelGetFunction", "cuStreamCreate",
+                     "cuEventCreate")
+RESOURCE_EVENTS = ("CU_INIT_FINISHED", "CONTEXT_CREATED", "CONTEXT_DESTROY_STARTING", "STREAM_CREATED",
+                   "STREAM_DESTROY_STARTING", "MODULE_LOADED", "MODULE_UNLOAD_STARTING")
+CALL_SELECTIONS = ("context", "all")
+CALL_DOMAINS = ("driver", "runtime")  # events of other domains (resource, audit) are not calls
+STACK_WAIT_MS = 200  # how long a thread that released the GIL waits at its call's end for its snapshot
+
+_VERSION_SUFFIX = re.compile(r"_v\d{4,}$")
+_IGNORED_CBIDS = ("INVALID", "SIZE", "FORCE_INT")
+
+
+class TraceUnavailable(RuntimeError):
+    """Tracing cannot start here: CUPTI missing, too new for the driver, or another subscriber holds it."""
+
+
+def require_cupti():
+    """cupti-python's module, or TraceUnavailable saying what to install."""
+    try:
+        from cupti import cupti
+    except ImportError as exc:
+        raise TraceUnavailable(f"CUPTI is not available: cupti-python is not installed ({exc}); "
+                               "install ctxlab with the extra cu13 or cu12") from None
+    return cupti
+
+
+def _explain_subscribe_error(name: str) -> TraceUnavailable:
+    if "MULTIPLE_SUBSCRIBERS" in name:
+        return TraceUnavailable(f"another CUPTI subscriber is already active (a profiler?): {name}")
+    if any(word in name for word in ("NOT_COMPATIBLE", "UNSUPPORTED", "INVALID_DEVICE", "NO_DEVICE")):
+        return TraceUnavailable(f"this CUPTI cannot work with the installed driver (CUPTI newer than the "
+                                f"driver supports, or no GPU): {name}")
+    return TraceUnavailable(f"CUPTI could not subscribe: {name}")
+
+
+def api_name(domain: str, name: str) -> str:
+    """A runtime function's public name (cupti names its callback ids ``cudaMalloc_v3020``)."""
+    return _VERSION_SUFFIX.sub("", name) if domain == "runtime" else name
+
+
+def callback_names(selection: str = "context") -> list[str]:
+    """The driver functions (cupti-python's callback id names) whose calls carry the user's stack."""
+    cupti = require_cupti()
+    names = [m.name for m in cupti.driver_api_trace_cbid if m.name not in _IGNORED_CBIDS]
+    if selection == "all":
+        return names
+    return [n for n in names if n.startswith(CALLBACK_PREFIXES)]
+
+
+def _loaded_library(fragment: str) -> str | None:
+    """The path of a shared library this process has loaded whose file name contains ``fragment``."""
+    try:
+        with open("/proc/self/maps") as handle:
+            for line in handle:
+                path = line.rstrip("\n").split(maxsplit=5)[-1]
+                if fragment in os.path.basename(path) and path.startswith("/"):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def _param_info_address() -> int:
+    """cuFuncGetParamInfo's address (CUDA 12.4+), for the launch arguments; 0 where there is none."""
+    try:
+        from cuda.bindings import driver
+
+        err, pfn, _status = driver.cuGetProcAddress(b"cuFuncGetParamInfo", 12040,
+                                                    driver.CUflags.CU_GET_PROC_ADDRESS_DEFAULT)
+        return int(pfn) if int(err) == 0 else 0
+    except Exception:
+        return 0
+
+
+class _Active:
+    """One tracer per process: CUPTI takes one subscriber."""
+
+    tracer: Tracer | None = None
+    lock = threading.Lock()
+
+
+class Tracer:
+    """Context manager: records API calls and resource events while active; stops on exit, also on error.
+
+    ``stacks``: calls of the context functions (``CALLBACK_PREFIXES``), of ``extra_callbacks`` (driver:
+    cupti's callback id names, e.g. ``cuMemAlloc_v2``; runtime: the API name, e.g. ``cudaDeviceReset``),
+    every failing call and the resource events carry the user's Python stack; with ``calls="all"`` every
+    call does. ``launch_arguments``: the kernel arguments of each distinct launch are kept (the audit's
+    pointer rule). Every call records its context and the parameters of ``ctxlab.trace_fields``.
+    ``annotate`` is given each batch of events as it is read and adds what it returns (the audit's replay).
+    """
+
+    def __init__(self, domains: Iterable[str] = ("driver", "runtime", "resource"), calls: str = "context",
+                 stacks: bool = False, extra_callbacks: Iterable[str] = (), launch_arguments: bool = False,
+                 annotate: Callable[[list[dict]], list[dict]] | None = None):
+        if calls not in CALL_SELECTIONS:
+            raise ValueError(f"calls must be one of {CALL_SELECTIONS}, not {calls!r}")
+        self.domains = tuple(domains)
+        self.calls = calls
+        self.stacks = stacks
+        self.extra_callbacks = tuple(extra_callbacks)
+        self.launch_arguments = launch_arguments
+        # annotate(batch of calls) -> events of domain "audit" made from the calls' kept parameters
+        self.annotate = annotate
+        self.cuda_initialised = False  # CU_INIT_FINISHED seen (read by the audit's fork hook)
+        self.events: list[dict] = []  # everything recorded, in order (kept unless drained)
+        self.stats: dict = {"records": 0, "callbacks": 0, "flushes": 0}
+        self._seq = itertools.count()
+        self._lib: ctypes.CDLL | None = None
+        self._cupti_lib: ctypes.CDLL | None = None
+        self._subscriber = ctypes.c_void_p()
+        self._active = False
+        self._lock = threading.Lock()
+        self._notes: list[dict] = []
+        self._names: dict[int, str] = {}  # OS thread id -> Python thread name
+        self._idents: dict[int, int] = {}  # OS thread id -> threading ident (sys._current_frames' key)
+        self._fn_names: dict[tuple[int, int], str] = {}
+        self._status: dict[tuple[str, int], str] = {}
+        self._stacks: dict[int, tuple[list | None, str | None]] = {}  # stack id -> (frames, reason missing)
+        self._served: dict[int, list] = {}  # snapshots the stack thread took
+        self._serving = False
+        self._server: threading.Thread | None = None
+        self._saved_profile = None
+
+    # ---- lifetime
+    def __enter__(self) -> Tracer:
+        cupti = require_cupti()
+        try:
+            lib = native.load()
+        except native.NativeUnavailable as exc:
+            raise TraceUnavailable(str(exc)) from None
+        with _Active.lock:
+            if _Active.tracer is not None:
+                raise TraceUnavailable("another ctxlab tracer is already active in this process")
+            _Active.tracer = self
+        try:
+            self._start(cupti, lib)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _start(self, cupti, lib: ctypes.CDLL) -> None:
+        self._cupti = cupti
+        try:
+            cupti.get_timestamp()  # loads libcupti, whose functions the C side calls
+        except Exception as exc:
+            raise TraceUnavailable(f"CUPTI cannot be loaded: {exc}") from None
+        path = _loaded_library("libcupti")
+        if path is None:
+            raise TraceUnavailable("CUPTI's library was not found loaded in this process")
+        self._cupti_lib = culib = ctypes.CDLL(path)
+        self._start_native(lib, native.address(culib.cuptiGetTimestamp), native.address(culib.cuptiGetContextId),
+                           _param_info_address() if self.launch_arguments else 0)
+        self._configure(cupti, lib)
+        culib.cuptiSubscribe.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p]
+        culib.cuptiSubscribe.restype = ctypes.c_int
+        result = culib.cuptiSubscribe(ctypes.byref(self._subscriber), native.address(lib.ctxlab_callback), None)
+        if result != 0:
+            self._subscriber = ctypes.c_void_p()
+            raise _explain_subscribe_error(self._result_name(result))
+        self._enable(cupti)
+        self._begin()
+
+    def _start_native(self, lib: ctypes.CDLL, timestamp: int, context_id: int, param_info: int) -> None:
+        """The C side set up afresh: CUPTI's clock and context ids (0: its own clock, none), the launch
+        parameters' sizes, the CPython functions it walks frames with."""
+        self._lib = lib
+        lib.ctxlab_reset()
+        lib.ctxlab_init(timestamp, context_id, param_info, *native.python_api(), STACK_WAIT_MS)
+        lib.ctxlab_set_failure_stacks(1 if self.stacks else 0)
+
+    def _begin(self) -> None:
+        """Start recording: threads named, the stack thread started, the C side switched on."""
+        lib = lib_or_raise(self._lib)
+        self._name_threads()
+        self._watch_new_threads()
+        if self.stacks:
+            self._serving = True
+            lib.ctxlab_set_helper(1)
+            self._server = threading.Thread(target=self._serve_stacks, name="ctxlab-stacks", daemon=True)
+            self._server.start()
+        lib.ctxlab_set_active(1)
+        self._active = True
+
+    def _result_name(self, result: int) -> str:
+        try:
+            return "CUPTI_" + self._cupti.Result(result).name
+        except Exception:
+            return f"CUPTI error {result}"
+
+    def _configure(self, cupti, lib: ctypes.CDLL) -> None:
+        """Tell the C side which calls want a stack and which parameters to keep."""
+        stacks = set(callback_names(self.calls)) | set(self.extra_callbacks) if self.stacks else set()
+        for member in cupti.driver_api_trace_cbid:
+            if member.name in _IGNORED_CBIDS:
+                continue
+            cbid = int(member)
+            if member.name in stacks:
+                lib.ctxlab_set_want(native.DOMAIN_DRIVER, cbid, native.WANT_STACK)
+            for _arg, site, offset, deref, inner, width in FIELDS.get(member.name, ()):
+                lib.ctxlab_set_field(native.DOMAIN_DRIVER, cbid, site, offset, deref, inner, width)
+            if self.launch_arguments and member.name in LAUNCH_ARGUMENTS:
+                lib.ctxlab_set_launch(cbid, *LAUNCH_ARGUMENTS[member.name])
+            if self.launch_arguments and member.name.startswith("cuMemAlloc"):
+                lib.ctxlab_set_want(native.DOMAIN_DRIVER, cbid, native.WANT_ALLOC)
+        for member in cupti.runtime_api_trace_cbid:
+            if member.name in _IGNORED_CBIDS:
+                continue
+            cbid = int(member)
+            if self.stacks and (self.calls == "all" or api_name("runtime", member.name) in stacks):
+                lib.ctxlab_set_want(native.DOMAIN_RUNTIME, cbid, native.WANT_STACK)
+            for _arg, site, offset, deref, inner, width in RUNTIME_FIELDS.get(member.name, ()):
+                lib.ctxlab_set_field(native.DOMAIN_RUNTIME, cbid, site, offset, deref, inner, width)
+        if self.stacks:
+            for name in RESOURCE_EVENTS:
+                lib.ctxlab_set_want(native.DOMAIN_RESOURCE, int(cupti.CallbackIdResource[name]), native.WANT_STACK)
+
+    def _enable(self, cupti) -> None:
+        handle = int(self._subscriber.value or 0)
+        # every function of a domain: the C side follows each thread's nesting, so it must see each call
+        if "driver" in self.domains:
+            cupti.enable_domain(1, handle, cupti.CallbackDomain.DRIVER_API)
+        if "runtime" in self.domains:
+            cupti.enable_domain(1, handle, cupti.CallbackDomain.RUNTIME_API)
+        if "resource" in self.domains:
+            for name in RESOURCE_EVENTS:
+                cupti.enable_callback(1, handle, cupti.CallbackDomain.RESOURCE, cupti.CallbackIdResource[name])
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop recording; what was recorded up to here is in ``events``."""
+        lib = self._lib
+        if lib is not None and self._active:
+            lib.ctxlab_set_active(0)
+        if self._subscriber.value and self._cupti_lib is not None:
+            self._cupti_lib.cuptiUnsubscribe.argtypes = [ctypes.c_void_p]
+            self._cupti_lib.cuptiUnsubscribe(self._subscriber)
+            self._subscriber = ctypes.c_void_p()
+        if self._serving and lib is not None:
+            self._serving = False
+            lib.ctxlab_set_helper(0)
+            if self._server is not None and self._server is not threading.current_thread():
+                self._server.join(timeout=5)
+        self._unwatch_new_threads()
+        if self._active:
+            self._active = False
+            self._process()
+            self._release_stacks()
+        with _Active.lock:
+            if _Active.tracer is self:
+                _Active.tracer = None
+
+    # ---- thread names
+    def _name_threads(self) -> None:
+        for t in threading.enumerate():
+            if t.native_id is not None:
+                if not isinstance(t, threading._DummyThread):
+                    self._names[t.native_id] = t.name
+                if t.ident is not None:
+                    self._idents[t.native_id] = t.ident
+
+    def _watch_new_threads(self) -> None:
+        """Name each thread started while tracing, at its start: a thread that ends keeps its name."""
+        self._saved_profile = threading.getprofile() if hasattr(threading, "getprofile") else None
+        saved, names, idents = self._saved_profile, self._names, self._idents
+
+        def first_call(frame, event, arg):
+            current = threading.current_thread()
+            names[threading.get_native_id()] = current.name
+            idents[threading.get_native_id()] = threading.get_ident()
+            sys.setprofile(saved)
+            if saved is not None:
+                return saved(frame, event, arg)
+            return None
+
+        threading.setprofile(first_call)
+
+    def _unwatch_new_threads(self) -> None:
+        if self._lib is not None:
+            threading.setprofile(self._saved_profile)  # type: ignore[arg-type]
+
+    def _thread_name(self, tid: int) -> str:
+        name = self._names.get(tid)
+        if name is None:
+            name = self._names[tid] = _os_thread_name(tid)
+        return name
+
+    # ---- stacks
+    def _serve_stacks(self) -> None:
+        """Snapshots of threads blocked in a call with the GIL released (asked for by the C side)."""
+        lib = self._lib
+        assert lib is not None
+        tid = ctypes.c_uint32()
+        while self._serving:
+            stack_id = lib.ctxlab_next_request(100, ctypes.byref(tid))
+            if not stack_id:
+                continue
+            ident = self._idents.get(tid.value)
+            if ident is None:
+                self._name_threads()
+                ident = self._idents.get(tid.value)
+            frame = sys._current_frames().get(ident) if ident is not None else None
+            frames = frame_stack(frame) if frame is not None else []
+            del frame
+            if lib.ctxlab_served(stack_id):
+                self._served[stack_id] = frames
+
+    def _stack(self, stack_id: int) -> tuple[list | None, str | None]:
+        known = self._stacks.get(stack_id)
+        if known is not None:
+            return known
+        assert self._lib is not None
+        state, frames, _tid = native.stack_frames(self._lib, stack_id)
+        if state == native.STACK_PENDING and self._active:
+            return None, native.STACK_REASONS[state]  # the stack thread may still take it: not cached
+        if state == native.STACK_NATIVE:
+            result: tuple[list | None, str | None] = (_user_frames(frames), None)
+        elif state == native.STACK_SERVED:
+            result = (self._served.pop(stack_id, []), None)
+        else:
+            result = (None, native.STACK_REASONS.get(state, f"no stack (state {state})"))
+        self._stacks[stack_id] = result
+        return result
+
+    def _release_stacks(self) -> None:
+        """Take every stack the C side walked (each holds references to code objects) before it forgets them."""
+        lib = self._lib
+        if lib is None:
+            return
+        total = native.counts(lib)["stacks"]
+        for stack_id in range(1, total + 1):
+            if stack_id not in self._stacks:
+                self._stack(stack_id)
+        self.stats.update(native.counts(lib))
+        lib.ctxlab_reset()
+
+    # ---- collecting
+    def flush(self) -> None:
+        """Nothing to hand over: the C side keeps every call as it returns (kept for the callers of old)."""
+        self.stats["flushes"] += 1
+
+    def drain(self) -> list[dict]:
+        """The events recorded since the last drain."""
+        self._process()
+        with self._lock:
+            new, self.events = self.events, []
+        return new
+
+    def timestamp(self) -> int:
+        """CUPTI's clock (ns), the one every event's start and end are on."""
+        if self._cupti_lib is None:
+            return time.monotonic_ns()
+        return int(self._cupti.get_timestamp())
+
+    def note(self, event: dict) -> None:
+        """Add an event made outside CUPTI (domain ``audit``: not a call), ordered and named like the rest."""
+        with self._lock:
+            self._notes.append(event)
+
+    def _process(self) -> None:
+        """Turn what the C side recorded into events."""
+        lib = self._lib
+        if lib is None:
+            return
+        self._name_threads()
+        rows = native.take_records(lib)
+        events = [self._event(row) for row in rows]
+        if self.annotate is not None and events:
+            events.extend(self.annotate(events))
+        with self._lock:
+            events.extend(self._notes)
+            self._notes = []
+        self.stats["records"] += len(rows)
+        self.stats["callbacks"] += len(rows)
+        events.sort(key=lambda e: (e["start"], -e.get("end", e["start"])))
+        for e in events:
+            e["seq"] = next(self._seq)
+            e["thread"] = self._thread_name(e["tid"])
+        with self._lock:
+            self.events.extend(events)
+
+    def _event(self, row) -> dict:
+        domain = int(row["domain"])
+        tid, cbid = int(row["tid"]), int(row["cbid"])
+        context = int(row["context"])
+        if domain == native.DOMAIN_RESOURCE:
+            name = self._resource_name(cbid)
+            event: dict = {"domain": "resource", "name": name, "context": context, "tid": tid,
+                           "start": int(row["start"])}
+            if name == "CU_INIT_FINISHED":
+                self.cuda_initialised = True
+            if name.startswith("STREAM") and row["a"]:
+                event["stream"] = int(row["a"])
+            if name.startswith("MODULE"):
+                event["module_id"] = int(row["b"])
+            if int(row["context_uid"]):
+                event["context_uid"] = int(row["context_uid"])
+        else:
+            kind = "driver" if domain == native.DOMAIN_DRIVER else "runtime"
+            raw = self._function(kind, cbid)
+            name = api_name(kind, raw)
+            event = {"domain": kind, "name": name, "tid": tid, "start": int(row["start"]), "end": int(row["end"]),
+                     "correlation": int(row["correlation"]), "status": self._status_of(kind, int(row["status"])),
+                     "context": context, "context_uid": int(row["context_uid"])}
+            args = named_args(raw, (int(row["a"]), int(row["b"]), int(row["c"])), runtime=kind == "runtime")
+            if args:
+                event["args"] = args
+            if int(row["flags"]) & native.NESTED_IN_RUNTIME:
+                event["from"] = "callback"  # a driver call the runtime made beneath one of its own
+            if row["blob"]:
+                event["arguments"] = native.blob(lib_or_raise(self._lib), int(row["blob"]), int(row["blob_len"]))
+            elif int(row["flags"]) & native.BLOB_DROPPED:
+                event["arguments_dropped"] = True
+        if row["stack"]:
+            frames, reason = self._stack(int(row["stack"]))
+            if frames is not None:
+                event["stack"] = frames
+            else:
+                event["stack_missing"] = reason
+        return event
+
+    def _function(self, kind: str, cbid: int) -> str:
+        key = (0 if kind == "driver" else 1, cbid)
+        name = self._fn_names.get(key)
+        if name is None:
+            cupti = self._cupti
+            try:
+                enum = cupti.driver_api_trace_cbid if kind == "driver" else cupti.runtime_api_trace_cbid
+                name = enum(cbid).name
+            except ValueError:
+                domain = cupti.CallbackDomain.DRIVER_API if kind == "driver" else cupti.CallbackDomain.RUNTIME_API
+                try:
+                    name = str(cupti.get_callback_name(domain, cbid))
+                except Exception:  # a function newer than this CUPTI (a newer runtime's): named by its id
+                    name = f"{kind} function #{cbid} (unknown to this CUPTI)"
+            self._fn_names[key] = name
+        return name
+
+    def _resource_name(self, cbid: int) -> str:
+        try:
+            return str(self._cupti.CallbackIdResource(cbid).name)
+        except ValueError:
+            return f"resource event #{cbid}"
+
+    def _status_of(self, kind: str, value: int) -> str:
+        key = (kind, value)
+        if key not in self._status:
+            self._status[key] = _status_name(kind, value)
+        return self._status[key]
+
+
+def lib_or_raise(lib: ctypes.CDLL | None) -> ctypes.CDLL:
+    """The C side's library of an active tracer."""
+    if lib is None:
+        raise TraceUnavailable("the tracer is not active")
+    return lib
+
+
+def _user_frames(frames: list[tuple[int, int]]) -> list[list]:
+    """The user's frames of a stack the C side walked; each code object's reference it took is given back."""
+    out: list[list] = []
+    decref = ctypes.pythonapi.Py_DecRef
+    decref.argtypes = [ctypes.py_object]
+    decref.restype = None
+    for address, line in frames:
+        if not address:
+            continue
+        code = ctypes.cast(ctypes.c_void_p(address), ctypes.py_object).value
+        if len(out) < 8 and is_user_file(code.co_filename):
+            out.append([shown(code.co_filename), int(line), code.co_name])
+        decref(code)
+    return out
+
+
+def _os_thread_name(tid: int) -> str:
+    """A thread Python did not start, by its OS name and id (while it lives), else by its id."""
+    try:
+        with open(f"/proc/self/task/{tid}/comm") as handle:
+            return f"{handle.read().strip()} ({tid})"
+    except OSError:
+        return f"thread {tid}"
+
+
+def _status_name(kind: str, value: int) -> str:
+    try:
+        if kind == "driver":
+            from cuda.bindings.driver import CUresult
+
+            return CUresult(value).name
+        from cuda.bindings.runtime import cudaError_t
+
+        return cudaError_t(value).name
+    except Exception:
+        return str(value)
+
+
+_child_tracer: Tracer | None = None
+
+
+def start_for_child() -> Tracer | None:
+    """In a lab's child process with CTXLAB_TRACE=1: one tracer for the whole child."""
+    global _child_tracer
+    if _child_tracer is None and os.environ.get("CTXLAB_TRACE") == "1":
+        import atexit
+
+        _child_tracer = Tracer().__enter__()
+        atexit.register(_child_tracer.close)
+    return _child_tracer
