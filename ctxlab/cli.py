@@ -47,7 +47,7 @@ from ctxlab.report import FORMATS
 __all__ = ["cli", "main", "CtxlabError", "ProgramRan", "EXIT_FAILS", "EXIT_USAGE", "device_option", "trace_option",
            "repeats_option", "HandoffProgress", "say", "emit"]
 
-@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(name="ctxlab", cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ctxlab")
 def cli():
     """ctxlab: experiments that show how CUDA contexts really behave.

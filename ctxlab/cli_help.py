@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import click
+from ctxlab.cli_types import OneLineCommand
 
 AUDIT_HELP = """Run a Python program under the tracer and report CUDA context hazards.
 
@@ -52,7 +52,7 @@ def audit_help() -> str:
     return AUDIT_HELP.format(rules=rules)
 
 
-class LazyHelpCommand(click.Command):
+class LazyHelpCommand(OneLineCommand):
     """A command whose help text is built when it is shown: ``audit``'s lists the rules, and importing them
     for every ``ctxlab --help`` would cost start-up time (the short help in the command list is given)."""
 

@@ -54,8 +54,37 @@ class OneLineUsageError(click.UsageError):
         click.echo(f"Error: {message}", file=file, err=file is None)
 
 
+def _with_context(exc: click.UsageError, ctx: click.Context) -> click.UsageError:
+    if exc.ctx is None:  # Click's parser raises some (an option without its value) without one: the hint needs it
+        exc.ctx = ctx
+    return exc
+
+
+class OneLineCommand(click.Command):
+    """A command whose usage errors always know their command (for the hint ``OneLineGroup`` folds in)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse as Click does; a usage error is given this command's context."""
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            raise _with_context(exc, ctx) from None
+
+
 class OneLineGroup(click.Group):
     """The command group whose every usage error, its subcommands' included, shows as one line."""
+
+    command_class = OneLineCommand
+    group_class = type  # subgroups are OneLineGroups too
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse as Click does; a usage error is given this group's context."""
+        try:
+            return super().parse_args(ctx, args)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise _with_context(exc, ctx) from None
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:

@@ -66,9 +66,9 @@ def assert_one_line_exit_2(result: Result) -> None:
 
 
 def assert_usage_error(result: Result, text: str) -> None:
-    """A bad option value: exit 2, click's usage hint and one error line that says what is wrong."""
+    """A bad option value: exit 2 and one line, the error that says what is wrong with the hint folded in."""
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
-    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1 and text in errors[0], result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error:") and text in lines[0], result.output
