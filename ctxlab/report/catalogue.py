@@ -20,7 +20,7 @@ def _table(entries: list[dict], screen: Screen) -> str:
 
     lines = [screen.paint(f"{len(entries)} claims", "bold")]
     if screen.width >= WIDE:
-        ident_w = min(40, max((text_width(terminal(e["id"])) for e in entries), default=10))
+        ident_w = min(max(20, screen.width // 4), max((text_width(terminal(e["id"])) for e in entries), default=10))
         kind_w = len("observation")
         rest = screen.width - ident_w - kind_w - 6
         scen_w = max(16, rest // 4)

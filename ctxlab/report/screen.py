@@ -83,18 +83,23 @@ def text_width(text: str) -> int:
 
 
 def _fold(word: str, width: int) -> list[str]:
-    """A word longer than ``width`` in pieces that each fit."""
-    if word.isascii():
-        return [word[i:i + width] for i in range(0, len(word), width)]
-    pieces, piece, used = [], "", 0
-    for char in word:
-        w = char_width(char)
-        if used + w > width and piece:
-            pieces.append(piece)
-            piece, used = "", 0
-        piece += char
-        used += w
-    return [*pieces, piece] if piece else pieces
+    """A word longer than ``width`` in pieces that each fit, broken after a - . _ or / where one is near the
+    end of a piece (CUDA_ERROR_ / INVALID_VALUE), else at the width."""
+    pieces: list[str] = []
+    while text_width(word) > width:
+        head, used = "", 0
+        for char in word:
+            w = char_width(char)
+            if used + w > width and head:
+                break
+            head += char
+            used += w
+        cut = max(head.rfind(mark) for mark in "-._/")
+        if cut >= len(head) // 3:
+            head = head[: cut + 1]
+        pieces.append(head)
+        word = word[len(head):]
+    return [*pieces, word] if word else pieces
 
 
 def wrap(text: str, width: int) -> list[str]:

@@ -58,7 +58,7 @@ def _stacked(run: LabResult, screen: Screen, full: bool) -> list[str]:
 
 def _wide(run: LabResult, screen: Screen, full: bool) -> list[str]:
     room = screen.width - INDENT - 4  # three gaps of two after the verdict column's own
-    ident_w = min(36, max((text_width(terminal(c.id)) for c in run.claims), default=10))
+    ident_w = min(max(20, room // 4), max((text_width(terminal(c.id)) for c in run.claims), default=10))
     statement_w = max(20, (room - ident_w) * 2 // 5)
     evidence_w = room - ident_w - statement_w
     rows = [[Cell(claim.verdict, claim.verdict), Cell(terminal(claim.id)),
@@ -73,7 +73,7 @@ def claim_lines(run: LabResult, screen: Screen, full: bool = False) -> list[str]
     """The run's claims at the screen's width: a row each when wide, stacked when narrow."""
     lines = [screen.paint(f"{terminal(run.lab)}: claims", "bold")]
     lines += (_wide if screen.width >= WIDE else _stacked)(run, screen, full)
-    lines.append(terminal(counts_line(run)))
+    lines += wrap(terminal(counts_line(run)), screen.width)
     return lines
 
 
@@ -134,7 +134,8 @@ def summary_lines(runs: list[LabResult], screen: Screen) -> list[str]:
     if sum(widths) + 2 * (len(widths) - 1) <= screen.width:
         lines += grid(rows, widths, screen)
     else:  # too narrow for a column per verdict: one line per lab
-        lines += [f"  {terminal(r.lab)}: {terminal(counts_line(r))}" for r in runs]
+        for r in runs:
+            lines += wrap(f"{terminal(r.lab)}: {terminal(counts_line(r))}", screen.width)
     bad = [(run, claim) for run in runs for claim in run.claims if claim.verdict in FAILING]
     for run, claim in bad:
         text = terminal(f"{claim.id} ({run.lab}): {claim.evidence}")
@@ -149,7 +150,7 @@ def summary_lines(runs: list[LabResult], screen: Screen) -> list[str]:
         for flag in run.flags:
             lines += wrap(terminal(f"flag: {run.lab}: {flag_text(flag)}"), screen.width)
     if not bad and not any(run.errors for run in runs):
-        lines.append("No claim fails or is an error, and every scenario ran.")
+        lines += wrap("No claim fails or is an error, and every scenario ran.", screen.width)
     return lines
 
 
