@@ -176,6 +176,11 @@ def run_lab(name: str, fmt: str, output: str | None, on_progress=None, steps: bo
 def migrate(threads, rounds, context, timeout, fmt, output, **common):
     """Hand a context between host threads; check that state moves with it.
 
+    \b
+      ctxlab migrate
+      ctxlab migrate --threads 8 --rounds 100 --context all
+      ctxlab migrate --format json -o migrate.json
+
     Thread 1 allocates with CuPy, writes a __device__ global and makes a
     stream; every thread in turn pushes the context, verifies pointers,
     global, stream and values, updates them, pops and hands over. Also: one
@@ -196,6 +201,10 @@ def migrate(threads, rounds, context, timeout, fmt, output, **common):
 def refcount(fmt, output, **common):
     """Show what keeps a context alive and what release and reset destroy.
 
+    \b
+      ctxlab refcount
+      ctxlab refcount --repeats 10 --steps
+
     Each scenario runs in its own process: the runtime's own references to
     the primary context, releasing without a retain, cudaDeviceReset under
     CuPy, cuDevicePrimaryCtxReset, cuCtxAttach/cuCtxDetach and cuCtxDestroy
@@ -210,6 +219,10 @@ def refcount(fmt, output, **common):
 @domain_errors
 def interop(fmt, output, **common):
     """Show whether CuPy, PyTorch, JAX, Numba and cuda.core share one context, and what survives fork.
+
+    \b
+      ctxlab interop
+      ctxlab interop --format markdown -o interop.md
 
     Each library alone in a fresh process (the context it leaves current, its
     allocation's context, a fresh thread's first use, the primary-context
@@ -231,6 +244,10 @@ def interop(fmt, output, **common):
 def peer(fmt, output, **common):
     """Show whether peer access between two GPUs belongs to a context and follows it to another thread.
 
+    \b
+      ctxlab peer --device 0
+      ctxlab peer --trace --steps
+
     Runs on --device and the next GPU. A context enables access toward a
     context on the other GPU (twice), moves to another thread, and there copies
     and reads the other GPU's memory; kernels of contexts without access
@@ -245,6 +262,10 @@ def peer(fmt, output, **common):
 @domain_errors
 def lifecycle(fmt, output, **common):
     """Show when and by which calls the runtime creates its context, and how to get its handle.
+
+    \b
+      ctxlab lifecycle
+      ctxlab lifecycle --trace --steps
 
     Each sequence runs in a fresh process: import and first calls (in a new
     interpreter that has imported nothing), cudaFree(0), cudaInitDevice, a
@@ -341,6 +362,10 @@ def audit(fmt, output, code, module, script_args):
 def modules(fmt, output, **common):
     """Show how and when modules are loaded into a context.
 
+    \b
+      ctxlab modules
+      ctxlab modules --format junit -o modules.xml
+
     Each scenario runs in a fresh process: the same module under
     CUDA_MODULE_LOADING=EAGER, LAZY and unset (witnessed by CUPTI's
     MODULE_LOADED and by device memory), one module in two contexts, a
@@ -359,6 +384,11 @@ def modules(fmt, output, **common):
 @domain_errors
 def claims(lab_names, fmt, output):
     """List the claims the labs judge: id, statement, source, kind, and the scenarios that decide each.
+
+    \b
+      ctxlab claims
+      ctxlab claims --lab migrate --lab peer
+      ctxlab claims --format json -o claims.json
 
     Kinds: promise (current documentation promises it: holds or fails), old-text
     (what the old documentation said: holds or changed), observation (nothing
@@ -401,8 +431,8 @@ def parse_devices(text: str) -> list[int]:
                    "the driver makes contexts one process at a time); scenarios "
                    "that need the GPU alone still run one at a time.")
 @repeats_option
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="Format of the report --output gets: table (default), json (every run), junit or markdown "
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, show_default="table",
+              help="Format of the report --output gets: table, json (every run), junit or markdown "
                    "(the CI summary).")
 @output_option
 @table_options
@@ -423,6 +453,12 @@ def parse_devices(text: str) -> list[int]:
 def check(devices, only, timeout, jobs, repeats, fmt, output, steps, full, json_path, junit_path, markdown_path,
           baseline, fail_on_drift, profile, max_size):
     """Run every lab, isolated, and report for CI: exit 1 when a documented claim fails or a lab errors.
+
+    \b
+      ctxlab check
+      ctxlab check --only refcount,modules -d all
+      ctxlab check --json r.json --junit r.xml --markdown "$GITHUB_STEP_SUMMARY"
+      ctxlab check --baseline labs/results/check.json --fail-on-drift
 
     One line per lab as it ends, then the table (or --format to --output).
     --json, --junit and --markdown write further reports; all are written, or
@@ -493,13 +529,17 @@ def check_reports(runs, drifted, reports: list[tuple[str, str]], steps: bool = F
 
 @cli.group()
 def report():
-    """Combine recorded results."""
+    """Combine recorded results: one matrix of claims against runners.
+
+    \b
+      ctxlab report merge a.json b.json --html matrix.html
+    """
 
 
 @report.command()
 @click.argument("files", nargs=-1, required=True, type=ResultPath())
-@click.option("--format", "fmt", type=click.Choice(["markdown", "html"]), default=None,
-              help="Format of the matrix --output gets: markdown (default) or a standalone HTML page.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "html"]), default=None, show_default="markdown",
+              help="Format of the matrix --output gets: markdown or a standalone HTML page.")
 @output_option
 @click.option("--markdown", "markdown_path", type=OutputPath(), default=None,
               help="Also write the matrix as Markdown here.")
@@ -508,6 +548,10 @@ def report():
 @domain_errors
 def merge(files, fmt, output, markdown_path, html_path, max_size):
     """One matrix of claims against runners from the results of several runners.
+
+    \b
+      ctxlab report merge a.json b.json
+      ctxlab report merge runners/*.json --html matrix.html -o matrix.md
 
     A column is one runner and device (hostname, device index, GPU UUID where
     recorded, driver, runtime); files that share that key stay separate columns,

@@ -96,6 +96,17 @@ class OneLineGroup(click.Group):
         except click.UsageError as exc:
             raise OneLineUsageError(exc) from None
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list with each command's whole first sentence (Click cuts them at 45 characters)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def invoke(self, ctx: click.Context) -> Any:
         """Run the subcommand; a usage error while parsing it (or raised by it) becomes one line."""
         try:
