@@ -538,8 +538,10 @@ def report():
 
 @report.command()
 @click.argument("files", nargs=-1, required=True, type=ResultPath())
-@click.option("--format", "fmt", type=click.Choice(["markdown", "html"]), default=None, show_default="markdown",
-              help="Format of the matrix --output gets: markdown or a standalone HTML page.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "html", "table"]), default=None,
+              show_default="markdown; table on a terminal",
+              help="Format of the matrix --output gets: markdown, a standalone HTML page, or a table fitted to "
+                   "the terminal (runners numbered, verdicts coloured).")
 @output_option
 @click.option("--markdown", "markdown_path", type=OutputPath(), default=None,
               help="Also write the matrix as Markdown here.")
@@ -562,14 +564,18 @@ def merge(files, fmt, output, markdown_path, html_path, max_size):
     from ctxlab.loading import load_runs
     from ctxlab.output import check_outputs, write_outputs
     from ctxlab.report.merge import failing, render_html, render_markdown
+    from ctxlab.report.merge_table import render_table
 
     reports = [(kind, path) for kind, path in (("markdown", markdown_path), ("html", html_path)) if path]
-    if output or fmt or not markdown_path:  # the Markdown goes to standard output unless it went to a file
-        reports.insert(0, (fmt or "markdown", output or "-"))
+    if output or fmt or not markdown_path:  # the matrix goes to standard output unless it went to a file
+        target = output or "-"
+        on_terminal = target == "-" and sys.stdout is not None and sys.stdout.isatty()
+        reports.insert(0, (fmt or ("table" if on_terminal else "markdown"), target))
     check_outputs([path for _, path in reports])
     loaded = [(path, load_runs(path, max_size, limit_hint="--max-size raises it")) for path in files]
     render = {"markdown": render_markdown, "html": render_html}
-    write_outputs([(path, render[kind](loaded)) for kind, path in reports])
+    write_outputs([(path, render_table(loaded, screen_of(path)) if kind == "table" else render[kind](loaded))
+                   for kind, path in reports])
     if failing(loaded):
         raise SystemExit(EXIT_FAILS)
 

@@ -134,3 +134,14 @@ def test_colour_marks_verdicts_on_a_terminal_and_nowhere_else():
     assert "\x1b[1;97;41mfails\x1b[0m" in coloured and "\x1b[32mholds\x1b[0m" in coloured
     assert "\x1b" not in render(runs, "table", width=80)
     assert "\x1b" not in invoke("show", RESULTS / "migrate.json").output  # a pipe: plain
+
+
+@pytest.mark.parametrize("columns", ["80", "200"])
+def test_merge_as_a_table_fits_and_numbers_its_runners(monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", columns)
+    result = invoke("report", "merge", RESULTS / "check.json", RESULTS / "check-peer-devices-all.json",
+                    "--format", "table")
+    assert result.exit_code in (0, 1), result.output
+    assert max(widths(result.output)) <= int(columns)
+    assert "[ 1] " in result.output and "claim" in result.output and "|" not in result.output
+    assert invoke("report", "merge", RESULTS / "check.json").output.startswith("| claim |")  # a pipe: Markdown
