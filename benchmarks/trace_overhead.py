@@ -42,7 +42,8 @@ def measure(launches: int, repeats: int, calls: str, audit: bool = False) -> dic
 
     options: dict = {}
     if audit:
-        from ctxlab.audit.hooks import AuditHooks, tracer_options
+        from ctxlab.audit.hooks import AuditHooks
+        from ctxlab.audit.run import tracer_options
 
         options = tracer_options(AuditHooks())  # as ctxlab audit traces: its launch and allocation hooks too
 

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable, Iterable
 
 from ctxlab import native
-from ctxlab.stacks import frame_stack, is_user_file, shown
 from ctxlab.trace_fields import FIELDS, LAUNCH_ARGUMENTS, RUNTIME_FIELDS, named_args
+from ctxlab.tracer_stacks import ThreadNames, snapshot, status_name, user_frames
 
 CONTEXT_PREFIXES = ("cuCtx", "cuDevicePrimaryCtx", "cuModule", "cuLibrary", "cuKernel", "cuGreenCtx")
 # Driver functions whose calls carry the user's stack by default: those that make, bind, unbind, destroy or
@@ -137,7 +137,7 @@ class Tracer:
         self.launch_arguments = launch_arguments
         # annotate(batch of calls) -> events of domain "audit" made from the calls' kept parameters
         self.annotate = annotate
-        self.cuda_initialised = False  # CU_INIT_FINISHED seen (read by the audit's fork hook)
+        self._cuda_initialised = False  # CU_INIT_FINISHED seen
         self.events: list[dict] = []  # everything recorded, in order (kept unless drained)
         self.stats: dict = {"records": 0, "callbacks": 0, "flushes": 0}
         self._seq = itertools.count()
@@ -147,15 +147,16 @@ class Tracer:
         self._active = False
         self._lock = threading.Lock()
         self._notes: list[dict] = []
-        self._names: dict[int, str] = {}  # OS thread id -> Python thread name
-        self._idents: dict[int, int] = {}  # OS thread id -> threading ident (sys._current_frames' key)
+        self.threads = ThreadNames()
+        self._last_seen: dict[int, int] = {}  # OS thread id -> when its last recorded event ended
+        self._ended: set[int] = set()
         self._fn_names: dict[tuple[int, int], str] = {}
         self._status: dict[tuple[str, int], str] = {}
-        self._stacks: dict[int, tuple[list | None, str | None]] = {}  # stack id -> (frames, reason missing)
-        self._served: dict[int, list] = {}  # snapshots the stack thread took
+        # stack id -> (frames, why there are none, the library whose code made the call)
+        self._stacks: dict[int, tuple[list | None, str | None, str | None]] = {}
+        self._served: dict[int, tuple[list, str | None]] = {}  # snapshots the stack thread took
         self._serving = False
         self._server: threading.Thread | None = None
-        self._saved_profile = None
 
     # ---- lifetime
     def __enter__(self) -> Tracer:
@@ -208,8 +209,7 @@ class Tracer:
     def _begin(self) -> None:
         """Start recording: threads named, the stack thread started, the C side switched on."""
         lib = lib_or_raise(self._lib)
-        self._name_threads()
-        self._watch_new_threads()
+        self.threads.watch()
         if self.stacks:
             self._serving = True
             lib.ctxlab_set_helper(1)
@@ -279,7 +279,8 @@ class Tracer:
             lib.ctxlab_set_helper(0)
             if self._server is not None and self._server is not threading.current_thread():
                 self._server.join(timeout=5)
-        self._unwatch_new_threads()
+        if self._lib is not None:
+            self.threads.unwatch()
         if self._active:
             self._active = False
             self._process()
@@ -288,40 +289,12 @@ class Tracer:
             if _Active.tracer is self:
                 _Active.tracer = None
 
-    # ---- thread names
-    def _name_threads(self) -> None:
-        for t in threading.enumerate():
-            if t.native_id is not None:
-                if not isinstance(t, threading._DummyThread):
-                    self._names[t.native_id] = t.name
-                if t.ident is not None:
-                    self._idents[t.native_id] = t.ident
-
-    def _watch_new_threads(self) -> None:
-        """Name each thread started while tracing, at its start: a thread that ends keeps its name."""
-        self._saved_profile = threading.getprofile() if hasattr(threading, "getprofile") else None
-        saved, names, idents = self._saved_profile, self._names, self._idents
-
-        def first_call(frame, event, arg):
-            current = threading.current_thread()
-            names[threading.get_native_id()] = current.name
-            idents[threading.get_native_id()] = threading.get_ident()
-            sys.setprofile(saved)
-            if saved is not None:
-                return saved(frame, event, arg)
-            return None
-
-        threading.setprofile(first_call)
-
-    def _unwatch_new_threads(self) -> None:
-        if self._lib is not None:
-            threading.setprofile(self._saved_profile)  # type: ignore[arg-type]
-
-    def _thread_name(self, tid: int) -> str:
-        name = self._names.get(tid)
-        if name is None:
-            name = self._names[tid] = _os_thread_name(tid)
-        return name
+    @property
+    def cuda_initialised(self) -> bool:
+        """Whether the program used CUDA while tracing (read by the audit's fork hook at a fork, before the
+        records are read: the C side says whether it recorded anything)."""
+        lib = self._lib
+        return self._cuda_initialised or bool(lib is not None and self._active and lib.ctxlab_recorded_any())
 
     # ---- stacks
     def _serve_stacks(self) -> None:
@@ -333,30 +306,30 @@ class Tracer:
             stack_id = lib.ctxlab_next_request(100, ctypes.byref(tid))
             if not stack_id:
                 continue
-            ident = self._idents.get(tid.value)
-            if ident is None:
-                self._name_threads()
-                ident = self._idents.get(tid.value)
+            ident = self.threads.ident(tid.value)
             frame = sys._current_frames().get(ident) if ident is not None else None
-            frames = frame_stack(frame) if frame is not None else []
+            taken = snapshot(frame)
             del frame
             if lib.ctxlab_served(stack_id):
-                self._served[stack_id] = frames
+                self._served[stack_id] = taken
 
-    def _stack(self, stack_id: int) -> tuple[list | None, str | None]:
+    def _stack(self, stack_id: int) -> tuple[list | None, str | None, str | None]:
         known = self._stacks.get(stack_id)
         if known is not None:
             return known
         assert self._lib is not None
         state, frames, _tid = native.stack_frames(self._lib, stack_id)
         if state == native.STACK_PENDING and self._active:
-            return None, native.STACK_REASONS[state]  # the stack thread may still take it: not cached
+            return None, native.STACK_REASONS[state], None  # the stack thread may still take it: not cached
+        result: tuple[list | None, str | None, str | None]
         if state == native.STACK_NATIVE:
-            result: tuple[list | None, str | None] = (_user_frames(frames), None)
+            walked, library = user_frames(frames)
+            result = (walked, None, library)
         elif state == native.STACK_SERVED:
-            result = (self._served.pop(stack_id, []), None)
+            taken, library = self._served.pop(stack_id, ([], None))
+            result = (taken, None, library)
         else:
-            result = (None, native.STACK_REASONS.get(state, f"no stack (state {state})"))
+            result = (None, native.STACK_REASONS.get(state, f"no stack (state {state})"), None)
         self._stacks[stack_id] = result
         return result
 
@@ -400,9 +373,15 @@ class Tracer:
         lib = self._lib
         if lib is None:
             return
-        self._name_threads()
+        alive = self.threads.refresh()
         rows = native.take_records(lib)
         events = [self._event(row) for row in rows]
+        for e in events:
+            self._last_seen[e["tid"]] = max(self._last_seen.get(e["tid"], 0), e.get("end", e["start"]))
+        for tid, last in self._last_seen.items():  # a thread that made calls and is gone: its stack went with it
+            if tid not in alive and tid not in self._ended and self.threads.names.get(tid):
+                self._ended.add(tid)
+                events.append({"domain": "audit", "name": "THREAD_ENDED", "tid": tid, "start": last + 1})
         if self.annotate is not None and events:
             events.extend(self.annotate(events))
         with self._lock:
@@ -413,7 +392,7 @@ class Tracer:
         events.sort(key=lambda e: (e["start"], -e.get("end", e["start"])))
         for e in events:
             e["seq"] = next(self._seq)
-            e["thread"] = self._thread_name(e["tid"])
+            e["thread"] = self.threads.name(e["tid"])
         with self._lock:
             self.events.extend(events)
 
@@ -426,7 +405,7 @@ class Tracer:
             event: dict = {"domain": "resource", "name": name, "context": context, "tid": tid,
                            "start": int(row["start"])}
             if name == "CU_INIT_FINISHED":
-                self.cuda_initialised = True
+                self._cuda_initialised = True
             if name.startswith("STREAM") and row["a"]:
                 event["stream"] = int(row["a"])
             if name.startswith("MODULE"):
@@ -450,11 +429,13 @@ class Tracer:
             elif int(row["flags"]) & native.BLOB_DROPPED:
                 event["arguments_dropped"] = True
         if row["stack"]:
-            frames, reason = self._stack(int(row["stack"]))
+            frames, reason, library = self._stack(int(row["stack"]))
             if frames is not None:
                 event["stack"] = frames
             else:
                 event["stack_missing"] = reason
+            if library:
+                event["library"] = library
         return event
 
     def _function(self, kind: str, cbid: int) -> str:
@@ -483,7 +464,7 @@ class Tracer:
     def _status_of(self, kind: str, value: int) -> str:
         key = (kind, value)
         if key not in self._status:
-            self._status[key] = _status_name(kind, value)
+            self._status[key] = status_name(kind, value)
         return self._status[key]
 
 
@@ -492,44 +473,6 @@ def lib_or_raise(lib: ctypes.CDLL | None) -> ctypes.CDLL:
     if lib is None:
         raise TraceUnavailable("the tracer is not active")
     return lib
-
-
-def _user_frames(frames: list[tuple[int, int]]) -> list[list]:
-    """The user's frames of a stack the C side walked; each code object's reference it took is given back."""
-    out: list[list] = []
-    decref = ctypes.pythonapi.Py_DecRef
-    decref.argtypes = [ctypes.py_object]
-    decref.restype = None
-    for address, line in frames:
-        if not address:
-            continue
-        code = ctypes.cast(ctypes.c_void_p(address), ctypes.py_object).value
-        if len(out) < 8 and is_user_file(code.co_filename):
-            out.append([shown(code.co_filename), int(line), code.co_name])
-        decref(code)
-    return out
-
-
-def _os_thread_name(tid: int) -> str:
-    """A thread Python did not start, by its OS name and id (while it lives), else by its id."""
-    try:
-        with open(f"/proc/self/task/{tid}/comm") as handle:
-            return f"{handle.read().strip()} ({tid})"
-    except OSError:
-        return f"thread {tid}"
-
-
-def _status_name(kind: str, value: int) -> str:
-    try:
-        if kind == "driver":
-            from cuda.bindings.driver import CUresult
-
-            return CUresult(value).name
-        from cuda.bindings.runtime import cudaError_t
-
-        return cudaError_t(value).name
-    except Exception:
-        return str(value)
 
 
 _child_tracer: Tracer | None = None

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from ctxlab.audit.guard import Snapshot, judge_test, primary_handles
+from ctxlab.audit.facts import primary_handles
+from ctxlab.audit.guard import Snapshot, judge_test
 from ctxlab.stacks import is_user_file, traceback_stack, user_stack
 from tests.audit_events import CREATED, PRIMARY, WORKER, Events, guard_plugin_args
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from ctxlab.audit import RULES, judge
+from ctxlab.audit import RULES, RULES_BY_ID, judge
 from ctxlab.audit.engine import Stream
 from ctxlab.claim import catalogue
 from tests.audit_events import CREATED, MAIN, OTHER, PRIMARY, WORKER, Events
@@ -26,7 +26,9 @@ def test_rules_are_declared_with_a_claim_the_labs_judge():
     assert [r.id for r in RULES] == ["no-context", "destroyed-while-current", "primary-released-under-runtime",
                                       "reset-with-live-allocations", "cross-context-handle", "fork-after-init",
                                       "several-runtime-copies", "pointer-from-another-context",
-                                      "green-context-on-two-threads"]
+                                      "green-context-on-two-threads", "stray-context", "context-leak",
+                                      "handle-from-another-context", "non-primary-current", "used-after-teardown",
+                                      "unordered-handover"]
     for rule in RULES:
         assert rule.claim in ids, rule.id
         assert rule.severity in ("error", "warning", "info") and rule.explanation and rule.cannot_see
@@ -56,21 +58,21 @@ def test_no_context_quiet_when_the_thread_had_a_context_before():
     ev.driver("cuCtxSetCurrent", 80, tid=WORKER, context=PRIMARY, line=20)
     ev.driver("cuCtxPopCurrent", 90, tid=WORKER, context=0, line=20)
     ev.driver("cuMemAlloc_v2", 100, tid=WORKER, status="CUDA_ERROR_INVALID_CONTEXT", line=21)
-    assert not judge(ev.events)
+    assert not judge(ev.events, rules=[RULES_BY_ID["no-context"]])
 
 
 @pytest.mark.parametrize("name", ["cuCtxGetDevice", "cuCtxGetId", "cuDevicePrimaryCtxRelease_v2"])
 def test_no_context_quiet_on_probes_and_primary_functions(name):
     ev = Events()
     ev.driver(name, 100, tid=WORKER, status="CUDA_ERROR_INVALID_CONTEXT", line=21)
-    assert not judge(ev.events)
+    assert not judge(ev.events, rules=[RULES_BY_ID["no-context"]])
 
 
 def test_no_context_quiet_beneath_a_runtime_call():
     ev = Events()
     ev.runtime("cudaGetDevice", 100, end=200, tid=WORKER)
     ev.driver("cuCtxSynchronize", 120, end=130, tid=WORKER, status="CUDA_ERROR_INVALID_CONTEXT", from_="callback")
-    assert not judge(ev.events)
+    assert not judge(ev.events, rules=[RULES_BY_ID["no-context"]])
 
 
 # ---------------------------------------------------------------- destroyed-while-current
@@ -232,7 +234,7 @@ def test_several_runtime_copies_is_info_at_the_second_copy():
     ev.primary_runtime(line=5)
     ev.runtime("cudaSetDevice", 100, end=150, context=PRIMARY)
     ev.driver("cuDevicePrimaryCtxRetain", 110, end=120, context=PRIMARY, line=9)
-    (f,) = judge(ev.events)
+    (f,) = judge(ev.events, rules=[RULES_BY_ID["several-runtime-copies"]])
     assert f.rule == "several-runtime-copies" and f.severity == "info" and str(f.location) == "app.py:9"
     assert [(w, str(loc)) for w, loc in f.related] == [("retained first at", "app.py:5")]
 
@@ -241,7 +243,7 @@ def test_a_retain_only_a_callback_saw_counts_as_a_runtime_copys():
     ev = Events()
     ev.primary_runtime(line=5)
     ev.driver("cuDevicePrimaryCtxRetain", 110, end=120, context=PRIMARY, line=9, **{"from": "callback"})
-    (f,) = judge(ev.events)
+    (f,) = judge(ev.events, rules=[RULES_BY_ID["several-runtime-copies"]])
     assert f.rule == "several-runtime-copies" and "did not record" in f.message
 
 
@@ -249,7 +251,7 @@ def test_one_runtime_copy_and_a_driver_retain_are_quiet():
     ev = Events()
     ev.primary_runtime()
     ev.driver("cuDevicePrimaryCtxRetain", 110, end=120, context=PRIMARY, line=9)  # the program's own retain
-    assert not judge(ev.events)
+    assert not judge(ev.events, rules=[RULES_BY_ID["several-runtime-copies"]])
 
 
 # ---------------------------------------------------------------- the engine
@@ -261,6 +263,7 @@ def test_errors_come_first_and_a_recorded_clean_program_has_no_error():
     ev = no_context_stream()
     ev.runtime("cudaSetDevice", 300, end=350, context=PRIMARY)
     ev.driver("cuDevicePrimaryCtxRetain", 310, end=320, context=PRIMARY, line=9)
+    ev.driver("cuLaunchKernel", 330, end=331, context=PRIMARY)  # work ran in the primary context: not stray
     assert [f.severity for f in judge(ev.events)] == ["error", "info"]
 
 

@@ -13,8 +13,8 @@ rules per test (``pytest --ctxlab-guard``). Nothing here imports CUDA until a pr
 
 from __future__ import annotations
 
-from ctxlab.audit.engine import Finding, Location, judge
-from ctxlab.audit.rules import RULES, RULES_BY_ID, Rule
+from ctxlab.audit.engine import Finding, Location
+from ctxlab.audit.rules import RULES, RULES_BY_ID, Rule, judge
 from ctxlab.audit.run import EXIT_HAZARD, AuditResult, audit_program
 
 __all__ = ["AuditResult", "EXIT_HAZARD", "Finding", "Location", "RULES", "RULES_BY_ID", "Rule", "audit_program",

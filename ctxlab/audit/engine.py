@@ -110,6 +110,7 @@ class Finding:
     calls: tuple[str, ...]
     claim: str
     related: tuple[tuple[str, Location], ...] = ()
+    location_missing: str = ""  # why there is no location, when there is none
 
     def as_dict(self) -> dict:
         """The JSON fields of this object."""
@@ -117,7 +118,8 @@ class Finding:
                 "location": self.location.as_dict() if self.location else None,
                 "location_from": self.location_from, "stack": [f.as_dict() for f in self.stack],
                 "calls": list(self.calls), "claim": self.claim,
-                "related": [{"what": what, "location": loc.as_dict()} for what, loc in self.related]}
+                "related": [{"what": what, "location": loc.as_dict()} for what, loc in self.related],
+                **({"location_missing": self.location_missing} if self.location is None else {})}
 
 
 @dataclass
@@ -231,19 +233,8 @@ def finding(rule, hit: Hit, stream: Stream) -> Finding:
         if frames and (what, frames[0]) not in related:
             related.append((what, frames[0]))
     calls = tuple(call_text(e) for e in (hit.calls or (hit.event,)))
+    missing = "" if stack else str(hit.event.get("stack_missing") or "no call on this thread carried a Python "
+                                   "stack (a thread Python did not start, or one that made no traced call)")
     return Finding(rule=rule.id, severity=rule.severity, message=hit.message, thread=str(hit.event.get("thread", "?")),
                    location=stack[0] if stack else None, location_from=source, stack=stack, calls=calls,
-                   claim=rule.claim, related=tuple(related))
-
-
-def judge(events: list[dict], forks: list[dict] | None = None, exceptions: list[dict] | None = None,
-          rules=None) -> list[Finding]:
-    """Every rule over the recorded events: the findings, errors first, then in time order."""
-    from ctxlab.audit.rules import RULES
-
-    stream = Stream(list(events), list(forks or ()), list(exceptions or ()))
-    out: list[tuple[int, int, Finding]] = []
-    for rule in rules if rules is not None else RULES:
-        for hit in rule.predicate(stream):
-            out.append((SEVERITIES.index(rule.severity), hit.event.get("start", 0), finding(rule, hit, stream)))
-    return [f for _, _, f in sorted(out, key=lambda t: (t[0], t[1]))]
+                   claim=rule.claim, related=tuple(related), location_missing=missing)

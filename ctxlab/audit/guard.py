@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ctxlab.audit.engine import NOT_CALLS, Location, Stream, _frames, judge
+from ctxlab.audit.engine import NOT_CALLS, Location, Stream, _frames
+from ctxlab.audit.rules import judge
 
 CREATORS = ("cuCtxCreate", "cuGreenCtxCreate", "cuCtxFromGreenCtx")  # a green CUcontext may be made by either
 PRIMARY_MAKERS = ("cuDevicePrimaryCtxRetain",)
@@ -69,18 +70,6 @@ def _maker(stream: Stream, created: dict) -> dict | None:
         if e.get("domain") not in NOT_CALLS:
             last = e
     return last
-
-
-def primary_handles(events: list[dict]) -> set[int]:
-    """Contexts created by a primary retain (directly or beneath a runtime call)."""
-    stream = Stream(list(events))
-    out = set()
-    for e in stream.resources:
-        if e.get("name") == "CONTEXT_CREATED" and e.get("context"):
-            maker = _maker(stream, e)
-            if maker is not None and not maker.get("name", "").startswith(CREATORS):
-                out.add(e["context"])
-    return out
 
 
 def judge_test(events: list[dict], before: Snapshot, after: Snapshot,

@@ -188,12 +188,3 @@ def arguments(blob: bytes) -> list[tuple[int, bytes]]:
         out.append((-1 if index == 0xFFFFFFFF else index, raw))
         at += 8 + size
     return out
-
-
-def tracer_options(hooks: AuditHooks) -> dict:
-    """The Tracer options of an audited run: the user's stacks, the calls the rules judge with a stack, the
-    launches' arguments, and these hooks' replay of each batch of calls."""
-    from ctxlab.audit.rules import AUDIT_CALLBACKS
-
-    return {"stacks": True, "extra_callbacks": AUDIT_CALLBACKS, "launch_arguments": True,
-            "annotate": hooks.annotate}

@@ -28,7 +28,8 @@ class Guard:
     """One tracer for the session; before and after each test, a snapshot and the events in between."""
 
     def __init__(self) -> None:
-        from ctxlab.audit.hooks import AuditHooks, tracer_options
+        from ctxlab.audit.hooks import AuditHooks
+        from ctxlab.audit.run import tracer_options
         from ctxlab.trace import Tracer, TraceUnavailable
 
         try:
@@ -50,7 +51,8 @@ class Guard:
         """Runs one test between two snapshots of the context state and judges what changed."""
         from _pytest.runner import runtestprotocol
 
-        from ctxlab.audit.guard import judge_test, primary_handles, snapshot
+        from ctxlab.audit.facts import primary_handles
+        from ctxlab.audit.guard import judge_test, snapshot
 
         ihook = item.ihook
         ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)

@@ -14,7 +14,11 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 
-from ctxlab.audit.engine import Finding, judge
+from ctxlab.audit.engine import Finding
+from ctxlab.audit.forks import ForkWatch, read_log
+from ctxlab.audit.hooks import AuditHooks
+from ctxlab.audit.rules import AUDIT_CALLBACKS, judge
+from ctxlab.program import shown_path, trace_program
 from ctxlab.stacks import traceback_stack
 
 EXIT_HAZARD = 3
@@ -75,13 +79,16 @@ def _renew_locks(tracer) -> None:
         tracer._lock = threading.Lock()
 
 
+def tracer_options(hooks: AuditHooks) -> dict:
+    """The Tracer options of an audited run: the user's stacks, the calls the rules judge with a stack, the
+    launches' arguments, and these hooks' replay of each batch of calls."""
+    return {"stacks": True, "extra_callbacks": AUDIT_CALLBACKS, "launch_arguments": True,
+            "annotate": hooks.annotate}
+
+
 def audit_program(code: str | None = None, module: str | None = None, argv: list[str] | tuple = (),
                   calls_mode: str = "context") -> AuditResult:
     """Run the program (``-c`` code, ``-m`` module, or a script and its arguments) under the tracer, judge it."""
-    from ctxlab.audit.forks import ForkWatch, read_log
-    from ctxlab.audit.hooks import AuditHooks, tracer_options
-    from ctxlab.program import shown_path, trace_program
-
     argv = list(argv)
     program = code or module or shown_path(argv[0])
     exceptions: list[dict] = []

@@ -19,7 +19,7 @@ import threading
 import numpy as np
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cupti_shim.c")
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 # One record per call or resource event; mirrors record_t in cupti_shim.c.
 RECORD_DTYPE = np.dtype([("start", "<u8"), ("end", "<u8"), ("context", "<u8"), ("a", "<u8"), ("b", "<u8"),
@@ -113,8 +113,9 @@ def load() -> ctypes.CDLL:
 def _declare(lib: ctypes.CDLL) -> None:
     u32, u64, vp, size, i32 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
     signatures = {
-        "ctxlab_abi": (i32, []), "ctxlab_record_size": (size, []), "ctxlab_stack_size": (size, []),
-        "ctxlab_init": (None, [vp] * 10 + [i32]),
+        "ctxlab_abi": (i32, []), "ctxlab_recorded_any": (i32, []), "ctxlab_record_size": (size, []),
+        "ctxlab_stack_size": (size, []),
+        "ctxlab_init": (None, [vp] * 12 + [i32]),
         "ctxlab_set_want": (None, [u32, u32, u32]),
         "ctxlab_set_field": (None, [u32] * 7),
         "ctxlab_set_launch": (None, [u32, i32, i32, i32]),
@@ -144,10 +145,11 @@ def address(function) -> int:
 
 
 def python_api() -> list[int]:
-    """The CPython functions the C side walks a thread's frames with while that thread holds the GIL."""
+    """The CPython functions the C side walks a thread's frames with while that thread holds the GIL (and
+    keeps the collector off meanwhile: a collection could run finalizers, Python code, inside the driver)."""
     api = ctypes.pythonapi
     names = ("PyGILState_Check", "PyGILState_GetThisThreadState", "PyThreadState_GetFrame", "PyFrame_GetBack",
-             "PyFrame_GetCode", "PyFrame_GetLineNumber", "Py_DecRef")
+             "PyFrame_GetCode", "PyFrame_GetLineNumber", "Py_DecRef", "PyGC_Disable", "PyGC_Enable")
     return [address(getattr(api, name)) for name in names]
 
 

@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ABI_VERSION 3
+#define ABI_VERSION 4
 #define MAX_CBID 4096
 #define MAX_DEPTH 64
 #define MAX_FRAMES 48
@@ -107,6 +107,7 @@ static struct {
     ptr_void_fn this_thread_state;
     ptr_ptr_fn thread_frame, frame_back, frame_code;
     int_ptr_fn frame_line;
+    int_void_fn gc_disable, gc_enable;
 } fn;
 
 static spec_t specs[4][MAX_CBID];
@@ -143,13 +144,31 @@ typedef struct {
     uint16_t flags;
 } frame_t;
 
+#define KIND_SLOTS 512
+
+static volatile int first_kind_stacks;  /* the first call of each function per (thread, context): a stack */
+
 static __thread struct {
     int depth, runtime_depth, busy;
+    uint32_t nkinds;
+    uint64_t kinds[KIND_SLOTS];  /* (domain, function, context) seen on this thread */
     uint32_t outer_stack;   /* the stack of the outermost call in progress: the Python position is fixed */
     uint32_t pending;       /* a snapshot asked for inside the outermost call */
     uint32_t misses;        /* snapshots that did not come in time in a row: wait less */
     frame_t frames[MAX_DEPTH];
 } ts;
+
+static int first_of_kind(uint32_t domain, uint32_t cbid, uint64_t context) {
+    /* 1 the first time this thread makes this call in this context (bounded: then never again) */
+    if (ts.nkinds >= KIND_SLOTS / 2) return 0;
+    uint64_t key = ((uint64_t)domain << 60) ^ ((uint64_t)cbid << 44) ^ context ^ 0x5bd1e995ull;
+    size_t i = (size_t)((key * 0x9e3779b97f4a7c15ull) >> 40) & (KIND_SLOTS - 1);
+    while (ts.kinds[i] && ts.kinds[i] != key) i = (i + 1) & (KIND_SLOTS - 1);
+    if (ts.kinds[i] == key) return 0;
+    ts.kinds[i] = key;
+    ts.nkinds++;
+    return 1;
+}
 
 static uint32_t gettid_(void) { return (uint32_t)syscall(SYS_gettid); }
 
@@ -197,6 +216,8 @@ static uint32_t walk_with_gil(uint32_t tid) {
     /* The GIL is held by this thread: the C API can be used, and no Python code runs. */
     uint64_t frames[2 * MAX_FRAMES];
     uint32_t n = 0;
+    /* no collection while frame objects are made: a collection may run finalizers, which are Python code */
+    int collecting = fn.gc_disable ? fn.gc_disable() : 0;
     void *tstate = fn.this_thread_state();
     void *f = tstate ? fn.thread_frame(tstate) : NULL;  /* new references all the way */
     while (f && n < MAX_FRAMES) {
@@ -208,6 +229,7 @@ static uint32_t walk_with_gil(uint32_t tid) {
         f = back;
     }
     if (f) decref(f);
+    if (collecting && fn.gc_enable) fn.gc_enable();
     uint32_t id = 0;
     pthread_mutex_lock(&mu);
     if (grow((void **)&stacks, &capstacks, nstacks + 1, sizeof(pystack_t))) {
@@ -460,7 +482,10 @@ static void note_owner(uint64_t context) {
     pthread_mutex_unlock(&seen_mu);
 }
 
+static volatile int recorded_any;  /* read without the lock by a fork hook: has CUDA been used while tracing */
+
 static void emit(const record_t *r) {
+    recorded_any = 1;
     pthread_mutex_lock(&mu);
     if (grow((void **)&records, &caprecords, nrecords + 1, sizeof(record_t))) records[nrecords++] = *r;
     pthread_mutex_unlock(&mu);
@@ -549,7 +574,9 @@ void ctxlab_callback(void *userdata, uint32_t domain, uint32_t cbid, const void 
     uint64_t ret = read_u64(base + 24);
     r.status = ret ? *(const int32_t *)(uintptr_t)ret : 0;
     if ((spec->want & W_ALLOC) && r.status == 0 && r.context) note_owner(r.context);
-    if ((spec->want & W_STACK) || (r.status != 0 && failure_stacks) || ts.outer_stack) r.stack = take_stack(tid);
+    if ((spec->want & W_STACK) || (r.status != 0 && failure_stacks) || ts.outer_stack
+        || (first_kind_stacks && ts.depth == 0 && first_of_kind(domain, cbid, r.context)))
+        r.stack = take_stack(tid);
     if (ts.depth == 0) {
         wait_for_snapshot();
         ts.outer_stack = 0;
@@ -560,12 +587,13 @@ void ctxlab_callback(void *userdata, uint32_t domain, uint32_t cbid, const void 
 /* ---------------------------------------------------------------- set-up and reading, from Python */
 
 int ctxlab_abi(void) { return ABI_VERSION; }
+int ctxlab_recorded_any(void) { return recorded_any; }
 size_t ctxlab_record_size(void) { return sizeof(record_t); }
 size_t ctxlab_stack_size(void) { return sizeof(pystack_t); }
 
 void ctxlab_init(void *timestamp, void *context_id, void *param_info, void *gil_check, void *this_thread_state,
                  void *thread_frame, void *frame_back, void *frame_code, void *frame_line, void *py_decref,
-                 int wait) {
+                 void *gc_disable, void *gc_enable, int wait) {
     fn.timestamp = (timestamp_fn)timestamp;
     fn.context_id = (context_id_fn)context_id;
     fn.param_info = (param_info_fn)param_info;
@@ -576,6 +604,8 @@ void ctxlab_init(void *timestamp, void *context_id, void *param_info, void *gil_
     fn.frame_code = (ptr_ptr_fn)frame_code;
     fn.frame_line = (int_ptr_fn)frame_line;
     decref = (void (*)(void *))py_decref;
+    fn.gc_disable = (int_void_fn)gc_disable;
+    fn.gc_enable = (int_void_fn)gc_enable;
     wait_ms = wait > 0 ? wait : 200;
     memset(specs, 0, sizeof(specs));
 }
@@ -602,7 +632,7 @@ void ctxlab_set_launch(uint32_t cbid, int f_off, int params_off, int extra_off) 
 }
 
 void ctxlab_set_active(int on) { active = on; }
-void ctxlab_set_failure_stacks(int on) { failure_stacks = on; }
+void ctxlab_set_failure_stacks(int on) { failure_stacks = on; first_kind_stacks = on; }
 
 /* Move the records out: copies at most max of them into out, returns how many. */
 size_t ctxlab_take_records(record_t *out, size_t max) {
@@ -655,7 +685,7 @@ void ctxlab_counts(uint64_t *out) {
 /* Forget everything (a new tracer): the stacks' code objects must have been released by Python first. */
 void ctxlab_reset(void) {
     pthread_mutex_lock(&mu);
-    nrecords = 0; nstacks = 0; nblobs = 0;
+    nrecords = 0; nstacks = 0; nblobs = 0; recorded_any = 0;
     dropped_blobs = abandoned = served_count = native_count = requests_total = 0;
     pthread_mutex_unlock(&mu);
     pthread_mutex_lock(&seen_mu);

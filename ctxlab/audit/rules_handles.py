@@ -1,0 +1,157 @@
+"""Predicates of the rules about handles and the context they belong to: a stream or event of another
+context, a runtime library working under a context it did not make, a hand-over between libraries with no
+stream order, and the failing calls no other rule explains."""
+
+from __future__ import annotations
+
+from ctxlab.audit.engine import Hit, Stream, call_text
+from ctxlab.audit.facts import facts
+
+RECORDS = ("cuEventRecord",)
+STREAM_USERS = ("cuLaunch", "cuMemcpy", "cuMemset", "cuStreamWaitEvent", "cuStreamSynchronize", "cuStreamQuery",
+                "cuMemAllocAsync", "cuMemFreeAsync")
+# Runtime calls that only ask: they do not make a library work under the current context.
+RUNTIME_QUERIES = ("cudaGetDevice", "cudaGetDeviceCount", "cudaGetLastError", "cudaPeekAtLastError",
+                   "cudaDriverGetVersion", "cudaRuntimeGetVersion", "cudaDeviceGetAttribute",
+                   "cudaGetDeviceProperties", "cudaPointerGetAttributes", "cudaGetErrorString", "cudaGetErrorName",
+                   "cudaDeviceCanAccessPeer", "cudaGetDriverEntryPoint", "cudaSetDevice", "cudaFuncGetAttributes")
+FOUR = {"CUDA_ERROR_INVALID_CONTEXT": "no or a wrong context", "CUDA_ERROR_INVALID_HANDLE": "a handle of another "
+        "context or one destroyed", "CUDA_ERROR_CONTEXT_IS_DESTROYED": "a destroyed context",
+        "CUDA_ERROR_NOT_INITIALIZED": "CUDA not initialised (a forked child?)",
+        "cudaErrorInvalidResourceHandle": "a handle of another context or one destroyed",
+        "cudaErrorContextIsDestroyed": "a destroyed context", "cudaErrorInitializationError": "CUDA not initialised",
+        "cudaErrorInvalidDevice": "a device that is not there"}
+PROBES = ("cuCtxGet", "cuDevicePrimaryCtxGetState", "cuPointerGetAttribute", "cuGetProcAddress", "cuFuncGetParamInfo",
+          "cuGetExportTable")
+
+
+def _thread(e: dict) -> str:
+    return str(e.get("thread", "?"))
+
+
+def handle_from_another_context(s: Stream) -> list[Hit]:
+    """An event recorded on a stream of another context, or a stream used while another context is current."""
+    f = facts(s)
+    hits, seen = [], set()
+    for e in s.calls:
+        name, args = e.get("name", ""), e.get("args") or {}
+        if e.get("domain") != "driver" or not (name.startswith(RECORDS) or name.startswith(STREAM_USERS)
+                                               or name.startswith("cuEventElapsedTime")):
+            continue
+        at, current = e.get("start", 0), e.get("context") or 0
+        stream = f.owner(f.streams, args["stream"], at) if args.get("stream") else None
+        event = f.owner(f.events, args["event"], at) if args.get("event") else None
+        problem = None
+        if name.startswith(RECORDS) and event is not None:
+            other = stream[0] if stream is not None else current
+            if other and event[0] != other:
+                problem = (f"event {args['event']:#x} (made in context {event[0]:#x}) was recorded on "
+                           f"{'stream ' + hex(args['stream']) if stream else 'the default stream'} of context "
+                           f"{other:#x}: an event and the stream it is recorded on must belong to one context",
+                           event[1])
+        elif name.startswith("cuEventElapsedTime") and event is not None and args.get("end_event"):
+            end = f.owner(f.events, args["end_event"], at)
+            if end is not None and end[0] != event[0]:
+                problem = (f"events {args['event']:#x} and {args['end_event']:#x} belong to contexts {event[0]:#x} "
+                           f"and {end[0]:#x}: the time between events of two contexts cannot be measured", end[1])
+        elif stream is not None and current and stream[0] != current and not name.startswith("cuStreamWaitEvent"):
+            problem = (f"stream {args['stream']:#x} belongs to context {stream[0]:#x} but context {current:#x} was "
+                       f"current: a stream is used with the context that made it current", stream[1])
+        elif stream is not None and name.startswith("cuStreamWaitEvent") and current and stream[0] != current:
+            problem = (f"stream {args['stream']:#x} belongs to context {stream[0]:#x} but context {current:#x} was "
+                       f"current", stream[1])
+        if problem is None or (e.get("tid"), name, problem[1].get("start")) in seen:
+            continue
+        seen.add((e.get("tid"), name, problem[1].get("start")))
+        status = e.get("status")
+        outcome = f"returned {status}" if status not in ("CUDA_SUCCESS", None) else "ran"
+        hits.append(Hit(e, f"{name} on thread {_thread(e)} {outcome}: {problem[0]}. Make the stream and the event "
+                           f"under the context that uses them, or use one context per device",
+                        calls=(problem[1], e), related=(("made at", problem[1]),)))
+    return hits
+
+
+def non_primary_current(s: Stream) -> list[Hit]:
+    """A runtime library (CuPy, PyTorch, the CUDA runtime itself) made to work, or Numba made to attach, while a
+    context the program created with cuCtxCreate was current: they are built for the primary context."""
+    f = facts(s)
+    hits, seen = [], set()
+    for e in s.calls:
+        ctx = e.get("context") or 0
+        if not f.is_created(ctx) or (e.get("tid"), ctx) in seen:
+            continue
+        name = e.get("name", "")
+        runtime_work = e.get("domain") == "runtime" and not name.startswith(RUNTIME_QUERIES)
+        attach = (e.get("domain") == "driver" and e.get("from") != "callback"
+                  and name.startswith("cuDevicePrimaryCtxRetain"))
+        if not (runtime_work or attach):
+            continue
+        seen.add((e.get("tid"), ctx))
+        made = f.created[ctx]
+        what = ("retained the primary context (what Numba does to attach, and then refuses: it works on the "
+                "primary context only)" if attach else f"{name}, a runtime call, ran in it: runtime libraries "
+                "(CuPy, PyTorch) keep caches per device, made for the primary context, and fail with invalid "
+                "resource handle (error 400) or allocate where you do not expect")
+        hits.append(Hit(e, f"context {ctx:#x}, created by {made['name']} on thread {_thread(made)}, was current on "
+                           f"thread {_thread(e)} when {what}. Pop the created context first, or have that code use "
+                           f"the primary context (cuDevicePrimaryCtxRetain) instead of cuCtxCreate",
+                        calls=(made, e), related=(("created at", made),)))
+    return hits
+
+
+def unordered_handover(s: Stream) -> list[Hit]:
+    """An array handed between libraries (DLPack, ``__cuda_array_interface__``) while work on another stream
+    was still unordered before the consumer's: recorded by the audit's exchange hook."""
+    hits = []
+    for e in s.observed:
+        if e.get("name") != "HANDOVER" or not e.get("unordered"):
+            continue
+        hits.append(Hit(e, f"{e.get('consumer', '?')} on thread {_thread(e)} took an array from "
+                           f"{e.get('producer', '?')} through {e.get('protocol', '?')} "
+                           f"({e.get('why', 'no stream given')}) while {e.get('pending', 0)} launch(es) on stream "
+                           f"{e.get('stream', 0):#x} were not ordered before it (no event, no synchronisation): the "
+                           f"consumer can read the data before it is written. Pass the consumer's stream "
+                           f"(x.__dlpack__(stream=...), torch.from_dlpack(x), CAI v3 with its stream) or "
+                           f"synchronise the producer's stream first"))
+    return hits
+
+
+def failed_call(s: Stream, explained: set[int]) -> list[Hit]:
+    """Each call that failed with one of the errors users see from context mistakes and no other rule
+    explained: the context event on its thread (or anywhere) that came before it, or that none was seen."""
+    hits, seen = [], set()
+    for e in s.calls:
+        status = e.get("status")
+        if status not in FOUR or id(e) in explained or e.get("from") == "callback":
+            continue
+        if e.get("name", "").startswith(PROBES):
+            continue
+        key = (e.get("tid"), e.get("name"), status)
+        if key in seen:
+            continue
+        seen.add(key)
+        cause = _last_context_event(s, e)
+        why = (f"the last context event before it was {call_text(cause)}" if cause is not None
+               else "no context event was seen before it on its thread (a thread that never had a context, a "
+                    "handle made before tracing began, or a library's own state)")
+        hits.append(Hit(e, f"{e['name']} on thread {_thread(e)} returned {status} ({FOUR[status]}); {why}",
+                        calls=tuple(x for x in (cause, e) if x is not None),
+                        related=(("after", cause),) if cause is not None else ()))
+    return hits
+
+
+def _last_context_event(s: Stream, e: dict) -> dict | None:
+    """The last push, pop, set, create, destroy, release or reset before the call, on its thread first."""
+    names = ("cuCtxPushCurrent", "cuCtxPopCurrent", "cuCtxSetCurrent", "cuCtxCreate", "cuCtxDestroy",
+             "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset", "cudaDeviceReset", "CONTEXT_DESTROY_STARTING")
+    mine = other = None
+    for x in s.events:
+        if x.get("start", 0) >= e.get("start", 0):
+            break
+        if x.get("name", "").startswith(names):
+            if x.get("tid") == e.get("tid"):
+                mine = x
+            elif x.get("name", "").startswith(("cuCtxDestroy", "cuDevicePrimaryCtx", "cudaDeviceReset",
+                                              "CONTEXT_DESTROY")):
+                other = x
+    return mine if mine is not None else other

@@ -1,0 +1,149 @@
+"""Predicates of the rules about a context's life: made where nothing uses it, never let go, used after it
+was destroyed. Each reads the facts of the stream (``ctxlab.audit.facts``); messages name what was seen."""
+
+from __future__ import annotations
+
+from ctxlab.audit.engine import Hit, Stream
+from ctxlab.audit.facts import facts
+
+DEAD = ("CUDA_ERROR_CONTEXT_IS_DESTROYED", "CUDA_ERROR_INVALID_CONTEXT", "CUDA_ERROR_INVALID_HANDLE",
+        "CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_NOT_INITIALIZED", "CUDA_ERROR_DEINITIALIZED")
+
+
+def _thread(e: dict) -> str:
+    return str(e.get("thread", "?"))
+
+
+def _ok(e: dict) -> bool:
+    return e.get("status") in ("CUDA_SUCCESS", "cudaSuccess")
+
+
+def _caller(s: Stream, e: dict) -> str:
+    """Who made the call: the library whose Python code called into CUDA, or the runtime call around it."""
+    outer = s.enclosing_runtime(e)
+    library = (outer or e).get("library") or e.get("library")
+    call = (outer or e).get("name", "?")
+    return f"{call} (from {library})" if library else call
+
+
+def stray_context(s: Stream) -> list[Hit]:
+    """A primary context made on a device where no kernel, copy or memset ever ran: it holds GPU memory (and
+    the device) for nothing."""
+    f = facts(s)
+    hits = []
+    for ctx, made in f.made.items():
+        if ctx not in f.primary or ctx in f.worked or ctx in f.destroyed or ctx in f.green:
+            continue
+        maker = s.enclosing_runtime(made) or s.enclosing(made, ("cuDevicePrimaryCtxRetain", "cuInit")) or made
+        device = f.device.get(ctx)
+        where = f"GPU {device}" if device is not None else "a GPU"
+        allocations = sum(1 for e in s.calls if e.get("context") == ctx and e.get("name", "").startswith(
+            ("cuMemAlloc", "cudaMalloc")) and _ok(e))
+        held = (f"; {allocations} allocation(s) were made in it" if allocations else "")
+        hits.append(Hit(made if made.get("stack") else maker,
+                        f"{_caller(s, made)} on thread {_thread(made)} created the primary context {ctx:#x} on "
+                        f"{where}, and no kernel, copy or memset ever ran in it{held}: the context holds GPU memory "
+                        f"(hundreds of MiB) and shows in nvidia-smi for the life of the process. A CPU-only "
+                        f"program should not touch the CUDA API (JAX_PLATFORMS=cpu, CUDA_VISIBLE_DEVICES=, no "
+                        f"torch.cuda calls), and a helper thread should call set_device for the GPU it serves "
+                        f"before any CUDA call", calls=(maker, made)))
+    return hits
+
+
+def _stack_of(per_thread: dict, tid) -> list:
+    return per_thread.setdefault(tid, [])
+
+
+def context_leak(s: Stream) -> list[Hit]:
+    """Contexts pushed and never popped on a thread that ended, a pop that took another context than the
+    thread pushed, and created contexts never destroyed."""
+    f = facts(s)
+    hits: list[Hit] = []
+    stacks: dict = {}  # tid -> [(ctx, call that put it there, how: push/create/set, replaced push or None)]
+    for e in s.calls:
+        if e.get("domain") != "driver" or not _ok(e) or e.get("from") == "callback":
+            continue
+        name, args = e.get("name", ""), e.get("args") or {}
+        stack = _stack_of(stacks, e.get("tid"))
+        if name.startswith("cuCtxCreate") and args.get("ctx"):
+            stack.append((args["ctx"], e, "create", None))
+        elif name.startswith("cuCtxPushCurrent") and args.get("ctx"):
+            stack.append((args["ctx"], e, "push", None))
+        elif name.startswith("cuCtxSetCurrent"):
+            replaced = stack.pop() if stack else None
+            lost = None  # the push a replacement hides: the pop meant for it will take another context
+            if replaced is not None:
+                lost = replaced if replaced[2] in ("push", "create") else replaced[3]
+            if args.get("ctx"):
+                stack.append((args["ctx"], e, "set", lost))
+        elif name.startswith("cuCtxPopCurrent"):
+            top = stack.pop() if stack else None
+            if top is not None and top[2] == "set" and top[3] is not None and top[3][0] != args.get("ctx"):
+                lost = top[3]
+                hits.append(Hit(e, f"cuCtxPopCurrent on thread {_thread(e)} popped context {args.get('ctx', 0):#x}, "
+                                   f"not the context {lost[0]:#x} this thread pushed with {lost[1]['name']}: "
+                                   f"{top[1]['name']} replaced it on the stack in between. The push is never "
+                                   f"popped and the code that popped holds another context than it believes",
+                                calls=(lost[1], top[1], e), related=(("pushed at", lost[1]), ("replaced at", top[1]))))
+        elif name.startswith("cuCtxDestroy") and args.get("ctx"):
+            if stack and stack[-1][0] == args["ctx"]:
+                stack.pop()  # destroying the current context pops it
+    ended = {e.get("tid") for e in s.observed if e.get("name") == "THREAD_ENDED"}
+    for tid, stack in stacks.items():
+        if tid not in ended:
+            continue
+        leftovers = [entry for entry in stack if entry[2] in ("push", "create") and f.is_created(entry[0])]
+        for ctx in dict.fromkeys(entry[0] for entry in leftovers):
+            last = [entry for entry in leftovers if entry[0] == ctx][-1][1]
+            depth = sum(1 for entry in stack if entry[0] == ctx)
+            hits.append(Hit(last, f"thread {_thread(last)} ended with context {ctx:#x} still on its context stack "
+                                  f"({depth} time(s); the last {last['name']} here was never popped): a thread's "
+                                  f"stack goes with it, so the context stays retained and its memory held until "
+                                  f"someone destroys it. Pop what you push (try/finally) before the thread ends",
+                            calls=(last,)))
+    for ctx, made in f.created.items():
+        if ctx in f.destroyed or not f.is_created(ctx):
+            continue
+        hits.append(Hit(made, f"{made['name']} on thread {_thread(made)} created context {ctx:#x}, which was never "
+                              f"destroyed: its memory, modules and streams stay allocated until the process ends "
+                              f"(one per request or per thread adds up). cuCtxDestroy it when done",
+                        calls=(made,)))
+    return hits
+
+
+def used_after_teardown(s: Stream) -> list[Hit]:
+    """A call that uses memory, a stream or an event of a context the program destroyed or released to zero
+    before (a destructor or an atexit handler running after the teardown)."""
+    from ctxlab.audit.facts import allocation_owners
+
+    f = facts(s)
+    gone = {ctx: call for ctx, call in f.destroyed.items()
+            if call.get("domain") == "driver" or call.get("domain") == "resource"}
+    if not gone:
+        return []
+    hits, seen = [], set()
+
+    def report(e: dict, owner: int, what: str) -> None:
+        cause = gone[owner]
+        if cause.get("start", 0) >= e.get("start", 0) or e.get("context") == owner or (e.get("tid"), owner) in seen:
+            return  # before the destroy, or still current here (destroyed-while-current's case)
+        seen.add((e.get("tid"), owner))
+        hits.append(Hit(e, f"{e['name']} on thread {_thread(e)} returned {e.get('status')}: it used {what} of "
+                           f"context {owner:#x}, which {cause.get('name', '?')} on thread {_thread(cause)} had "
+                           f"destroyed before. Free memory and destroy streams and events before their context goes "
+                           f"(close them explicitly; do not leave it to __del__ or atexit order)",
+                        calls=(cause, e), related=(("destroyed at", cause),)))
+
+    for e, found in allocation_owners(s):
+        if found is not None and found[2] in gone and e.get("from") != "callback":
+            report(e, found[2], f"memory at {(e.get('args') or {}).get('ptr', 0):#x}")
+    for e in s.calls:
+        args = e.get("args") or {}
+        if e.get("domain") != "driver" or e.get("from") == "callback":
+            continue
+        for key, table in (("stream", f.streams), ("event", f.events)):
+            handle = args.get(key)
+            owned = f.owner(table, handle, e.get("start", 0)) if handle else None
+            if owned is not None and owned[0] in gone:
+                report(e, owned[0], f"{key} {handle:#x}")
+    return hits
