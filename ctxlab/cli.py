@@ -16,6 +16,7 @@ import time
 import click
 
 from ctxlab import __version__
+from ctxlab.cli_fleet import check_reports, fleet_check
 from ctxlab.cli_help import LazyHelpCommand, audit_help
 from ctxlab.cli_options import (
     device_option,
@@ -432,8 +433,8 @@ def parse_devices(text: str) -> list[int]:
                    "that need the GPU alone still run one at a time.")
 @repeats_option
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, show_default="table",
-              help="Format of the report --output gets: table, json (every run), junit or markdown "
-                   "(the CI summary).")
+              help="Format of the report --output gets: table, json (every run), junit, markdown "
+                   "(the CI summary) or openmetrics (for node_exporter's textfile collector).")
 @output_option
 @table_options
 @click.option("--json", "json_path", type=OutputPath(), default=None,
@@ -450,8 +451,9 @@ def parse_devices(text: str) -> list[int]:
                    "critical path (standard error).")
 @max_size_option
 @domain_errors
+@fleet_check
 def check(devices, only, timeout, jobs, repeats, fmt, output, steps, full, json_path, junit_path, markdown_path,
-          baseline, fail_on_drift, profile, max_size):
+          baseline, fail_on_drift, profile, max_size, openmetrics_path=None):
     """Run every lab, isolated, and report for CI: exit 1 when a documented claim fails or a lab errors.
 
     \b
@@ -485,8 +487,8 @@ def check(devices, only, timeout, jobs, repeats, fmt, output, steps, full, json_
         raise click.BadParameter(str(exc), param_hint="--only") from None
     if fail_on_drift and not baseline:
         raise click.UsageError("--fail-on-drift needs --baseline")
-    reports = [(kind, path) for kind, path in (("json", json_path), ("junit", junit_path),
-                                               ("markdown", markdown_path)) if path]
+    reports = [(kind, path) for kind, path in (("json", json_path), ("openmetrics", openmetrics_path),
+                                               ("junit", junit_path), ("markdown", markdown_path)) if path]
     if output or fmt or not reports:  # the table goes to standard output unless only report files were named
         reports.insert(0, (fmt or "table", output or "-"))
     check_outputs([path for _, path in reports])
@@ -506,25 +508,6 @@ def check(devices, only, timeout, jobs, repeats, fmt, output, steps, full, json_
         say(one_line(f"drift: {drift_line(d)}"))
     if any(run.failed for run in runs) or (fail_on_drift and drifted):
         raise SystemExit(EXIT_FAILS)
-
-
-def check_reports(runs, drifted, reports: list[tuple[str, str]], steps: bool = False,
-                  full: bool = False) -> list[tuple[str, str]]:
-    """(path, text) for each report check writes: json holds every run, markdown is the CI summary."""
-    from ctxlab.record import dumps
-    from ctxlab.report import render
-    from ctxlab.report.summary import summary_markdown
-
-    def text(fmt: str, path: str) -> str:
-        if fmt == "json":
-            return dumps(runs, as_list=True) + "\n"
-        if fmt == "markdown":
-            return summary_markdown(runs, drifted)
-        if fmt == "table":
-            return render(runs, fmt, screen=screen_of(path), steps=steps, full=full)
-        return render(runs, fmt)
-
-    return [(path, text(fmt, path)) for fmt, path in reports]
 
 
 @cli.group()
@@ -561,8 +544,8 @@ def merge(files, fmt, output, markdown_path, html_path, max_size):
     as untrusted. Exit status 1 when any cell fails or errs; all outputs are
     written, or none.
     """
-    from ctxlab.loading import load_runs
     from ctxlab.output import check_outputs, write_outputs
+    from ctxlab.report.fleet_load import load_for_merge
     from ctxlab.report.merge import failing, render_html, render_markdown
     from ctxlab.report.merge_table import render_table
 
@@ -572,7 +555,7 @@ def merge(files, fmt, output, markdown_path, html_path, max_size):
         on_terminal = target == "-" and sys.stdout is not None and sys.stdout.isatty()
         reports.insert(0, (fmt or ("table" if on_terminal else "markdown"), target))
     check_outputs([path for _, path in reports])
-    loaded = [(path, load_runs(path, max_size, limit_hint="--max-size raises it")) for path in files]
+    loaded = load_for_merge(files, max_size, limit_hint="--max-size raises it")
     render = {"markdown": render_markdown, "html": render_html}
     write_outputs([(path, render_table(loaded, screen_of(path)) if kind == "table" else render[kind](loaded))
                    for kind, path in reports])

@@ -56,7 +56,8 @@ def output_options(fn: F) -> F:
     fn = table_options(fn)
     fn = output_option(fn)
     fn = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-                      help="Report format: a human table, JSON (schema ctxlab/1), JUnit XML or Markdown.")(fn)
+                      help="Report format: a human table, JSON (schema ctxlab/1), JUnit XML, Markdown or OpenMetrics "
+                           "(for Prometheus).")(fn)
     return fn
 
 

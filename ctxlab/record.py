@@ -107,6 +107,9 @@ class LabResult:
     timings: dict = field(default_factory=dict)  # seconds per scenario (each a child process)
     views: dict = field(default_factory=dict)  # step tables: observation kind -> value fields shown as columns
     flags: tuple = ()  # outcomes to look at whatever the verdicts: silent wrong results
+    # A node that could not run at all (no driver, no GPU, device missing): why, and what was found
+    # (``ctxlab.envrecord``); such a run has no claims and one error of kind "environment".
+    environment_error: dict = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -131,6 +134,8 @@ class LabResult:
             out["views"] = {k: list(v) for k, v in self.views.items()}
         if self.flags:
             out["flags"] = list(self.flags)
+        if self.environment_error:
+            out["environment_error"] = self.environment_error
         return out
 
     @classmethod
@@ -143,7 +148,8 @@ class LabResult:
                    errors=tuple(data.get("errors", ())), metrics=dict(data.get("metrics", {})),
                    trace=tuple(data.get("trace", ())), timings=dict(data.get("timings", {})),
                    views={str(k): tuple(v) for k, v in dict(data.get("views", {})).items()},
-                   flags=tuple(data.get("flags", ())))
+                   flags=tuple(data.get("flags", ())),
+                   environment_error=dict(data.get("environment_error", {})))
 
 
 def dumps(runs: list[LabResult], as_list: bool = False) -> str:

@@ -92,6 +92,10 @@ class _Shape:
                     self.fail(f"{prefix}views.{kind}[{index}]", f"expected a string, found {type_name(name)}")
         for index, flag in enumerate(self.array(data.get("flags", []), f"{prefix}flags")):
             self.field(self.obj(flag, f"{prefix}flags[{index}]"), "flag", f"{prefix}flags[{index}]", "str")
+        if "environment_error" in data:  # a node that could not run (ctxlab.envrecord)
+            unable = self.obj(data["environment_error"], f"{prefix}environment_error")
+            for key in ("reason", "message"):
+                self.field(unable, key, f"{prefix}environment_error", "str")
         for index, obs in enumerate(self.array(data.get("observations"), f"{prefix}observations")):
             self.observation(obs, f"{prefix}observations[{index}]")
         for index, claim in enumerate(self.array(data.get("claims"), f"{prefix}claims")):
@@ -158,13 +162,34 @@ def schema_errors(data: Any) -> Iterator[tuple[str, str]]:
 
 
 _validator: Any = None
+_compiled: Any = None
+
+
+def valid_fast(data: Any) -> bool:
+    """True when ``data`` fits the schema by its compiled check (``ctxlab.schema.compiled``); False when it
+    does not, or the check cannot say (then ``schema_errors`` decides, and names the problem)."""
+    global _compiled
+    if _compiled is None:
+        from ctxlab.schema import schema
+        from ctxlab.schema.compiled import Unsupported, compile_schema
+
+        try:
+            _compiled = compile_schema(schema())
+        except Unsupported:
+            _compiled = False
+    if _compiled is False:
+        return False
+    try:
+        return bool(_compiled(data))
+    except Exception:  # anything unexpected: jsonschema decides
+        return False
 
 
 def runs_from_document(data: Any, origin: str) -> list[LabResult]:
     """Records from a decoded document, after its shape is checked: first by the rules above (which name
     the problem plainly), then by the JSON Schema, so the loader accepts nothing the schema does not."""
     runs_data = check_document(data, origin)
-    for where, problem in schema_errors(data):
+    for where, problem in () if valid_fast(data) else schema_errors(data):
         raise ResultFileError(f"{origin}: {where or 'the document'}: {inert(problem, 120)} "
                               "(against the ctxlab/1 schema)")
     runs = []

@@ -91,7 +91,8 @@ def test_merge_builds_one_matrix_of_claims_against_runners():
     b = [dataclasses.replace(a[0], environment={**a[0].environment, "hostname": "other",
                                                 "driver_version": 12080})]
     md = render_markdown([("a.json", a), ("b.json", b)])
-    header = md.splitlines()[0]
+    assert md.startswith("## Where the fleet differs")  # two groups (drivers): the fleet view comes first
+    header = next(line for line in md.splitlines() if line.startswith("| claim |"))
     assert "driver 13000" in header and "driver 12080" in header
     assert any(line.startswith("| refcount.thread-exit | changed | changed |") for line in md.splitlines())
     assert "<table" in render_html([("a.json", a), ("b.json", b)])

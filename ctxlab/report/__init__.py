@@ -8,7 +8,7 @@ if TYPE_CHECKING:
     from ctxlab.record import LabResult
     from ctxlab.report.screen import Screen
 
-FORMATS = ("table", "json", "junit", "markdown")
+FORMATS = ("table", "json", "junit", "markdown", "openmetrics")
 
 
 def render(runs: list[LabResult], fmt: str, width: int | None = None, *, screen: Screen | None = None,
@@ -32,4 +32,8 @@ def render(runs: list[LabResult], fmt: str, width: int | None = None, *, screen:
         from ctxlab.report.markdown import render_markdown
 
         return render_markdown(runs)
+    if fmt == "openmetrics":
+        from ctxlab.report.openmetrics import render_openmetrics
+
+        return render_openmetrics(runs)
     raise ValueError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")

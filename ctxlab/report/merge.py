@@ -63,15 +63,26 @@ class Column:
 
 @dataclass
 class Matrix:
-    """Claims against runners: each cell is one column's verdict for one row."""
+    """Claims against runners: each cell is one column's verdict for one row; runners that could not run
+    (environment-error records) are kept apart in ``unable`` as (file, run)."""
 
     columns: list[Column]
     rows: list[str]
     cells: dict  # (row, column index) -> verdict
+    unable: list = field(default_factory=list)
+    outcomes: dict = field(default_factory=dict)  # (row, column index) -> an observed claim's evidence, normalized
 
     def failing(self) -> list[tuple[str, Column, str]]:
         """Every (row, column, verdict) whose verdict fails the gate."""
         return [(row, self.columns[c], v) for (row, c), v in self.cells.items() if v in FAILING]
+
+
+def unable_line(origin: str, run: LabResult) -> str:
+    """A runner that could not run, in one line: host, reason, the line it printed, its file."""
+    from ctxlab.envrecord import describe
+
+    host = run.environment.get("hostname", "?")
+    return f"{host}: {describe(run)} (from {origin})"
 
 
 def _row_keys(run: LabResult) -> list[tuple[str, str]]:
@@ -83,44 +94,63 @@ def _row_keys(run: LabResult) -> list[tuple[str, str]]:
 
 def matrix(files: list[tuple[str, list[LabResult]]]) -> Matrix:
     """Place every run's verdicts; a run joins a column only where it replaces nothing."""
+    from ctxlab.envrecord import is_environment_error
+    from ctxlab.suite import normalize
+
     columns: list[Column] = []
-    rows: list[str] = []
+    rows: dict[str, None] = {}  # in the order first met
     cells: dict = {}
+    unable: list = []
+    outcomes: dict = {}
+    by_place: dict[tuple, list[int]] = {}  # (key, file) -> its columns: placing a run looks at these only
     for origin, runs in files:
         for run in runs:
+            if is_environment_error(run):
+                unable.append((origin, run))
+                continue
             key = runner_key(run)
             entries = _row_keys(run)
             names = {row for row, _ in entries}
-            index = next((i for i, col in enumerate(columns)
-                          if col.key == key and col.origin == origin and not col.rows & names), None)
+            place = by_place.setdefault((key, origin), [])
+            index = next((i for i in place if not columns[i].rows & names), None)
             if index is None:
                 columns.append(Column(key, str(run.environment.get("gpu", "?")), origin))
                 index = len(columns) - 1
+                place.append(index)
             columns[index].rows |= names
             for row, verdict in entries:
-                if row not in rows:
-                    rows.append(row)
+                rows.setdefault(row)
                 cells[(row, index)] = verdict
-    for shared in {col.key for col in columns}:
-        same = [col for col in columns if col.key == shared]
+            for claim in run.claims:
+                if claim.verdict == "observed":
+                    outcomes[(claim.id, index)] = normalize(claim.evidence)
+    same_key: dict[tuple, list[Column]] = {}
+    for col in columns:
+        same_key.setdefault(col.key, []).append(col)
+    for same in same_key.values():
         for number, col in enumerate(same, 1):
             col.copy, col.copies = number, len(same)
-    return Matrix(columns, rows, cells)
+    return Matrix(columns, list(rows), cells, unable, outcomes)
 
 
 def failing(files: list[tuple[str, list[LabResult]]]) -> bool:
-    """True when any cell of the merged matrix fails the gate."""
-    return bool(matrix(files).failing())
+    """True when any cell of the merged matrix fails the gate, or a runner could not run."""
+    m = matrix(files)
+    return bool(m.failing() or m.unable)
 
 
 def render_markdown(files: list[tuple[str, list[LabResult]]]) -> str:
     """The matrix as a Markdown table, with the failures listed and a legend."""
+    from ctxlab.report.fleet_view import differs_markdown
+
     m = matrix(files)
-    if not m.columns:
-        return "No runs in the given files: nothing to merge.\n"
     md = escape.markdown
-    lines = ["| claim | " + " | ".join(md(col.label()) for col in m.columns) + " |",
-             "|---|" + "---|" * len(m.columns)]
+    apart = [f"**{len(m.unable)} runner(s) could not run** (the merge exits 1):"] if m.unable else []
+    apart += [f"- {md(unable_line(origin, run))}" for origin, run in m.unable]
+    if not m.columns:
+        return "\n".join([*apart, "", "No runs in the given files: nothing to merge."]).lstrip("\n") + "\n"
+    lines = [*differs_markdown(m), *apart, *([""] if apart else []),
+             "| claim | " + " | ".join(md(col.label()) for col in m.columns) + " |", "|---|" + "---|" * len(m.columns)]
     for row in m.rows:
         cells = []
         for c in range(len(m.columns)):
@@ -137,11 +167,17 @@ def render_markdown(files: list[tuple[str, list[LabResult]]]) -> str:
 
 def render_html(files: list[tuple[str, list[LabResult]]]) -> str:
     """The matrix as a standalone HTML page, coloured by verdict, with the failures and a legend."""
+    from ctxlab.report.fleet_view import differs_html
+
     m = matrix(files)
     h = escape.html
     head = "<!doctype html><meta charset=utf-8><title>ctxlab matrix</title>"
+    if m.unable:
+        head += (f"<p><b>{len(m.unable)} runner(s) could not run</b> (the merge exits 1):</p><ul>"
+                 + "".join(f"<li>{h(unable_line(origin, run))}</li>" for origin, run in m.unable) + "</ul>")
     if not m.columns:
         return head + "<p>No runs in the given files: nothing to merge.</p>\n"
+    head += differs_html(m)
     ths = "".join(f"<th>{h(col.label())}</th>" for col in m.columns)
     rows = []
     for row in m.rows:

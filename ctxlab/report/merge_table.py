@@ -13,10 +13,16 @@ CELL_W = len("observed")
 
 def render_table(files: list[tuple[str, list[LabResult]]], screen: Screen) -> str:
     """The merged matrix as text for ``screen``: a numbered legend of runners, then a row per claim."""
+    from ctxlab.report.merge import unable_line
+
     m = matrix(files)
+    apart = [screen.paint(f"{len(m.unable)} runner(s) could not run:", "error")] if m.unable else []
+    for origin, run in m.unable:
+        first, *more = wrap(terminal(unable_line(origin, run)), screen.width - 2)
+        apart += [f"- {first}", *(f"  {line}" for line in more)]
     if not m.columns:
-        return "No runs in the given files: nothing to merge.\n"
-    lines = [screen.paint(f"{len(m.rows)} claims on {len(m.columns)} runner(s)", "bold")]
+        return "\n".join([*apart, "No runs in the given files: nothing to merge."]) + "\n"
+    lines = [*apart, screen.paint(f"{len(m.rows)} claims on {len(m.columns)} runner(s)", "bold")]
     for number, col in enumerate(m.columns, 1):
         first, *more = wrap(terminal(col.label()), screen.width - 6)
         lines.append(f"[{number:>2}] {first}")

@@ -1,0 +1,119 @@
+"""What ``ctxlab check`` adds for fleets: ``--openmetrics PATH``, and the environment-error record.
+
+A node that cannot run (no driver, no usable GPU, a device that does not exist, CUPTI missing) still writes
+the report files it was asked for (``--json``, ``--openmetrics``, ``--junit``, ``--markdown``, and
+``--output`` when it names a file) from one environment-error record (``ctxlab.envrecord``), then exits 2
+with the one line it always gave: the fleet sees the node instead of losing it. Standard output gets
+nothing, and standard error only that line.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from ctxlab.cli_types import OutputPath, no_gpu_line
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+OPENMETRICS_HELP = ("Also write the run as OpenMetrics text here, for node_exporter's textfile collector "
+                    "(written atomically; a node that cannot run writes ctxlab_up 0 and its reason).")
+REPORT_OPTIONS = (("json", "json_path"), ("openmetrics", "openmetrics_path"), ("junit", "junit_path"),
+                  ("markdown", "markdown_path"))
+
+
+def openmetrics_option(fn: F) -> F:
+    """Add --openmetrics PATH: the metrics file a textfile collector reads."""
+    return click.option("--openmetrics", "openmetrics_path", type=OutputPath(), default=None,
+                        help=OPENMETRICS_HELP)(fn)
+
+
+def _environment_exceptions() -> tuple[type[BaseException], ...]:
+    from ctxlab.cuda.environment import BadDevice, NoGpu
+    from ctxlab.trace import TraceUnavailable
+
+    return (NoGpu, BadDevice, TraceUnavailable)
+
+
+def line_for(exc: BaseException) -> str:
+    """The one line the command prints for this environment problem (without ``Error:``)."""
+    if type(exc).__name__ == "NoGpu":
+        return no_gpu_line(exc)
+    return " ".join(str(exc).split())
+
+
+def record_reports(options: dict[str, Any]) -> list[tuple[str, str]]:
+    """(format, path) of every report file check was asked for (standard output left out)."""
+    reports = [(kind, options[key]) for kind, key in REPORT_OPTIONS if options.get(key)]
+    output = options.get("output")
+    if output and output != "-":
+        reports.insert(0, (options.get("fmt") or "table", output))
+    return reports
+
+
+def check_reports(runs: list, drifted: list[dict] | None, reports: list[tuple[str, str]], steps: bool = False,
+                  full: bool = False) -> list[tuple[str, str]]:
+    """(path, text) for each report check writes: json holds every run, markdown is the CI summary,
+    openmetrics the textfile collector's metrics."""
+    from ctxlab.cli_report import screen_of
+    from ctxlab.record import dumps
+    from ctxlab.report import render
+    from ctxlab.report.summary import summary_markdown
+
+    def text(fmt: str, path: str) -> str:
+        if fmt == "json":
+            return dumps(runs, as_list=True) + "\n"
+        if fmt == "markdown":
+            return summary_markdown(runs, drifted)
+        if fmt == "table":
+            return render(runs, fmt, screen=screen_of(path), steps=steps, full=full)
+        return render(runs, fmt)
+
+    return [(path, text(fmt, path)) for fmt, path in reports]
+
+
+def write_environment_record(exc: BaseException, options: dict[str, Any], started: str, seconds: float) -> None:
+    """Write the environment-error record to every report file check was asked for; a file that cannot be
+    written is skipped (the line about the environment is what the node must still say)."""
+    from ctxlab.envrecord import environment_error_run
+    from ctxlab.output import OutputError, write_outputs
+
+    reports = record_reports(options)
+    if not reports:
+        return
+    devices = options.get("devices")
+    asked: dict[str, Any] = {"devices": devices, "only": options.get("only")}
+    if isinstance(devices, str) and devices.strip().isdigit():
+        asked["device"] = int(devices.strip())
+    run = environment_error_run(exc, line_for(exc), options=asked, started=started, seconds=seconds)
+    try:
+        write_outputs(check_reports([run], None, reports))
+    except OutputError:
+        pass
+
+
+def records_environment_errors(fn: F) -> F:
+    """Wrap check: on an environment problem, write the environment-error record, then raise it as before."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        except _environment_exceptions() as exc:
+            write_environment_record(exc, kwargs, started, time.perf_counter() - t0)
+            raise
+
+    return wrapper  # type: ignore[return-value]
+
+
+def fleet_check(fn: F) -> F:
+    """check's fleet additions in one decorator (under ``domain_errors``): --openmetrics PATH, and the
+    environment-error record written before an environment problem is raised."""
+    return openmetrics_option(records_environment_errors(fn))
