@@ -6,11 +6,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ctxlab.report.screen import Screen, screen_for
+
+if TYPE_CHECKING:
+    from ctxlab.output import Text
 
 
 def say(message: str) -> None:
@@ -28,7 +31,7 @@ def screen_of(output: str | None) -> Screen:
     return screen_for(None)
 
 
-def write_report(text: str, output: str | None, what: str) -> None:
+def write_report(text: Text, output: str | None, what: str) -> None:
     """Write ``text`` to ``output`` through the one writer (standard output when None or -); say where."""
     from ctxlab.output import STDOUT, write_output
 
@@ -38,10 +41,17 @@ def write_report(text: str, output: str | None, what: str) -> None:
         say(f"wrote {what} to {target}")
 
 
-def render_for(runs: Sequence[Any], fmt: str, output: str | None, steps: bool = False, full: bool = False) -> str:
-    """The runs in ``fmt``; the table fitted to the screen ``output`` lands on."""
+def render_for(runs: Sequence[Any], fmt: str, output: str | None, steps: bool = False, full: bool = False) -> Text:
+    """The runs in ``fmt``; the table fitted to the screen ``output`` lands on; JSON as it is written
+    (``ctxlab.report.json_stream``: a large result is never held whole as text)."""
     from ctxlab.report import render
 
+    if fmt == "json":
+        from itertools import chain
+
+        from ctxlab.report.json_stream import iter_dumps
+
+        return lambda: chain(iter_dumps(list(runs)), ("\n",))
     if fmt == "table":
         return render(list(runs), fmt, screen=screen_of(output), steps=steps, full=full)
     return render(list(runs), fmt)

@@ -60,21 +60,28 @@ def read_bounded(path: str, max_bytes: int = DEFAULT_MAX_BYTES, limit_hint: str 
     return data
 
 
-# A JSON string (an unterminated one runs to the end, so the scan stays linear).
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.S)
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+# What can open or close a string or a nesting level; everything else is dropped before the depth is counted.
+_NOT_STRUCTURAL = bytes(b for b in range(256) if b not in b'"[]{}')
+# A string once only quotes and brackets are left (an unterminated one runs to the end).
+_STRING = re.compile(rb'"[^"]*"?')
 
 
 def nesting_depth(data: bytes) -> int:
-    """How deep arrays and objects nest in JSON text, brackets inside strings not counted."""
+    """How deep arrays and objects nest in JSON text, brackets inside strings not counted.
+
+    Linear, and bounded in memory by a copy or two of ``data``: only the escapes ``\\\\`` and ``\\"`` can
+    hide a quote, so they go first (left to right, pairing backslashes as a reader does); then all but
+    quotes and brackets; then every ``""`` (an empty string, or two strings side by side: either way no
+    bracket changes sides); what is left between quotes is the few strings that hold brackets."""
     import numpy as np
 
-    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    reduced = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURAL)
+    brackets = _STRING.sub(b"", reduced.replace(b'""', b""))
     if not brackets:
         return 0
     codes = np.frombuffer(brackets, dtype=np.uint8)
-    steps = np.where((codes == ord("[")) | (codes == ord("{")), 1, -1)
-    return int(np.cumsum(steps).max())
+    steps = np.where((codes == ord("[")) | (codes == ord("{")), 1, -1).astype(np.int32)
+    return int(np.cumsum(steps, dtype=np.int64).max())
 
 
 MAX_DIGITS = 40  # an integer a record holds (a handle, a count) has at most 20
@@ -111,6 +118,7 @@ def decode_json(data: bytes, origin: str) -> Any:
     if depth > MAX_DEPTH:
         raise ResultFileError(f"{origin}: nested deeper than the {MAX_DEPTH} levels a result file may have "
                               f"({depth} levels)")
+    del data  # the caller passes its bytes on: the text and what it decodes to need the room
     try:
         return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
     except _NotANumber as exc:

@@ -13,6 +13,8 @@
 - Errors name the path the user gave, never the temporary file.
 - Several outputs are written all or none: every file is staged and every in-place
   target written before the first rename. A path named twice, standard output too, is refused.
+- A report is text, or a function giving its text in chunks (``Text``): a large one is then written as
+  it is made, never held whole (``ctxlab.report.json_stream``).
 """
 
 from __future__ import annotations
@@ -23,9 +25,18 @@ import stat
 import sys
 import tempfile
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeAlias
 
 STDOUT = "-"
+
+Text: TypeAlias = str | Callable[[], Iterable[str]]  # a report, or what makes it chunk by chunk
+
+
+def chunks(text: Text) -> Iterable[str]:
+    """A report's text in the chunks it is written in (one, for a string)."""
+    return (text,) if isinstance(text, str) else text()
 
 
 class OutputError(OSError):
@@ -127,7 +138,7 @@ class _Staged:
     tmp: str
 
 
-def _stage(path: str, text: str) -> _Staged:
+def _stage(path: str, text: Text) -> _Staged:
     """Write ``text`` to a temporary file beside the file ``path`` names, with the mode it will keep."""
     target = os.path.realpath(path)
     directory = os.path.dirname(target) or "."
@@ -145,7 +156,8 @@ def _stage(path: str, text: str) -> _Staged:
         raise OutputError(path, _reason(exc)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:  # a lone surrogate: U+FFFD
-            handle.write(text)
+            for chunk in chunks(text):
+                handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
             if old is not None:
@@ -172,23 +184,25 @@ def _discard(tmp: str) -> None:
         pass
 
 
-def _write_in_place(path: str, text: str) -> None:
+def _write_in_place(path: str, text: Text) -> None:
     """Write into an existing device, FIFO or /dev/stdout without replacing it."""
     try:  # append: /dev/stdout may be a file the shell opened, with this process's output already in it
         with open(path, "a", encoding="utf-8", errors="replace") as handle:
-            handle.write(text)
+            for chunk in chunks(text):
+                handle.write(chunk)
     except OSError as exc:
         raise OutputError(path, _reason(exc)) from None
 
 
-def _write_stdout(text: str) -> None:
+def _write_stdout(text: Text) -> None:
     _stdout_open()
     encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
     try:
-        try:
-            sys.stdout.write(text)
-        except UnicodeEncodeError:  # what this terminal cannot show (a lone surrogate too) as ?
-            sys.stdout.write(text.encode(encoding, "replace").decode(encoding, "replace"))
+        for chunk in chunks(text):
+            try:
+                sys.stdout.write(chunk)
+            except UnicodeEncodeError:  # what this terminal cannot show (a lone surrogate too) as ?
+                sys.stdout.write(chunk.encode(encoding, "replace").decode(encoding, "replace"))
         sys.stdout.flush()
     except OSError as exc:
         raise OutputError(STDOUT, _reason(exc)) from None
@@ -210,7 +224,7 @@ def check_outputs(paths: list[str]) -> None:
         seen[key] = path
 
 
-def write_outputs(outputs: list[tuple[str, str]]) -> None:
+def write_outputs(outputs: list[tuple[str, Text]]) -> None:
     """Write each (path, text), all or none: see the module docstring for what a path may be."""
     check_outputs([path for path, _ in outputs])
     staged: list[_Staged] = []
@@ -236,6 +250,6 @@ def write_outputs(outputs: list[tuple[str, str]]) -> None:
             _write_stdout(text)
 
 
-def write_output(path: str, text: str) -> None:
+def write_output(path: str, text: Text) -> None:
     """Write one report: ``-`` to standard output, anything else as ``write_outputs`` does."""
     write_outputs([(path, text)])
