@@ -5,7 +5,8 @@ cut down at once to what a merge shows: the environment, each claim's id, kind a
 only for ``observed`` claims, whose outcome the fleet view compares), whether the lab broke, its flags,
 and a node's environment error. Observations, traces, statements and sources are dropped, and repeated
 strings are shared, so a thousand files of half a megabyte each take tens of megabytes, not gigabytes.
-With many files, child processes read them side by side (``jobs``, default: the cores, at most 8); the
+With many files, child processes read them side by side (``jobs``, default: CTXLAB_MERGE_JOBS or the cores,
+at most 8); the
 first file that cannot be read, in the order given, is the one refused.
 """
 
@@ -51,7 +52,10 @@ def _read(args: tuple[str, int, str]) -> list[LabResult]:
 
 
 def default_jobs() -> int:
-    """The cores this process may use, at most ``MAX_JOBS``."""
+    """CTXLAB_MERGE_JOBS where set to a whole number, else the cores this process may use, at most ``MAX_JOBS``."""
+    wanted = os.environ.get("CTXLAB_MERGE_JOBS", "").strip()
+    if wanted.isdigit() and int(wanted) > 0:
+        return min(64, int(wanted))
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
