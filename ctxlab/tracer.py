@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 
 from ctxlab import native
 from ctxlab.trace_fields import FIELDS, LAUNCH_ARGUMENTS, RUNTIME_FIELDS, named_args
-from ctxlab.tracer_stacks import ThreadNames, snapshot, status_name, user_frames
+from ctxlab.tracer_stacks import ThreadNames, asking_thread, snapshot, status_name, user_frames
 
 CONTEXT_PREFIXES = ("cuCtx", "cuDevicePrimaryCtx", "cuModule", "cuLibrary", "cuKernel", "cuGreenCtx")
 # Driver functions whose calls carry the user's stack by default: those that make, bind, unbind, destroy or
@@ -154,7 +154,9 @@ class Tracer:
         self._status: dict[tuple[str, int], str] = {}
         # stack id -> (frames, why there are none, the library whose code made the call)
         self._stacks: dict[int, tuple[list | None, str | None, str | None]] = {}
-        self._served: dict[int, tuple[list, str | None]] = {}  # snapshots the stack thread took
+        # snapshots the stack thread took: (frames, library, the Python thread they are of when not the caller's)
+        self._served: dict[int, tuple[list, str | None, str | None]] = {}
+        self._asked_by: dict[int, str] = {}
         self._serving = False
         self._server: threading.Thread | None = None
 
@@ -247,9 +249,12 @@ class Tracer:
                 lib.ctxlab_set_want(native.DOMAIN_RUNTIME, cbid, native.WANT_STACK)
             for _arg, site, offset, deref, inner, width in RUNTIME_FIELDS.get(member.name, ()):
                 lib.ctxlab_set_field(native.DOMAIN_RUNTIME, cbid, site, offset, deref, inner, width)
-        if self.stacks:
-            for name in RESOURCE_EVENTS:
-                lib.ctxlab_set_want(native.DOMAIN_RESOURCE, int(cupti.CallbackIdResource[name]), native.WANT_STACK)
+        for name in RESOURCE_EVENTS:
+            cbid = int(cupti.CallbackIdResource[name])
+            if name.startswith("MODULE"):
+                lib.ctxlab_set_want(native.DOMAIN_RESOURCE, cbid, native.WANT_MODULE)
+            if self.stacks:
+                lib.ctxlab_set_want(native.DOMAIN_RESOURCE, cbid, native.WANT_STACK)
 
     def _enable(self, cupti) -> None:
         handle = int(self._subscriber.value or 0)
@@ -307,9 +312,12 @@ class Tracer:
             if not stack_id:
                 continue
             ident = self.threads.ident(tid.value)
-            frame = sys._current_frames().get(ident) if ident is not None else None
-            taken = snapshot(frame)
-            del frame
+            frames = sys._current_frames()
+            if ident is not None:
+                taken = (*snapshot(frames.get(ident)), None)
+            else:  # a library's own thread: where the Python thread that asked the library was
+                taken = asking_thread(frames, self.threads, exclude={threading.get_ident()})
+            del frames
             if lib.ctxlab_served(stack_id):
                 self._served[stack_id] = taken
 
@@ -326,7 +334,9 @@ class Tracer:
             walked, library = user_frames(frames)
             result = (walked, None, library)
         elif state == native.STACK_SERVED:
-            taken, library = self._served.pop(stack_id, ([], None))
+            taken, library, other = self._served.pop(stack_id, ([], None, None))
+            if other is not None:
+                self._asked_by[stack_id] = other
             result = (taken, None, library)
         else:
             result = (None, native.STACK_REASONS.get(state, f"no stack (state {state})"), None)
@@ -436,6 +446,8 @@ class Tracer:
                 event["stack_missing"] = reason
             if library:
                 event["library"] = library
+            if int(row["stack"]) in self._asked_by:  # made on a library's thread while this one waited on it
+                event["asked_by"] = self._asked_by[int(row["stack"])]
         return event
 
     def _function(self, kind: str, cbid: int) -> str:

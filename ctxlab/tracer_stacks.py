@@ -39,6 +39,31 @@ def snapshot(frame: FrameType | None) -> tuple[list[list], str | None]:
     return frame_stack(frame), library_of(frame.f_code.co_filename)
 
 
+IDLE = ("threading.py", "queue.py", "selectors.py", "socket.py", "subprocess.py")
+
+
+def asking_thread(frames: dict, threads: ThreadNames, exclude: set[int]) -> tuple[list, str | None, str | None]:
+    """For a call on a thread Python did not start (a library's worker): the Python thread that was inside
+    user code calling a library at that moment, not waiting idle (MainThread first): (its user frames, the
+    library it was in, its name); nothing found: ([], None, None)."""
+    by_ident = {ident: tid for tid, ident in threads.idents.items()}
+    candidates = []
+    for ident, frame in frames.items():
+        if ident in exclude or frame is None:
+            continue
+        if frame.f_code.co_filename.endswith(IDLE):
+            continue  # waiting on a lock, a queue, a socket: not the one the library works for
+        user, library = snapshot(frame)
+        if user:
+            tid = by_ident.get(ident)
+            name = threads.names.get(tid, "?") if tid is not None else "?"
+            candidates.append((name != "MainThread", name, user, library))
+    if not candidates:
+        return [], None, None
+    _, name, user, library = min(candidates, key=lambda c: (c[0], c[1]))
+    return user, library, name
+
+
 def library_of(filename: str) -> str | None:
     """The installed package a file belongs to (``torch`` for .../site-packages/torch/cuda/__init__.py)."""
     parts = filename.replace("\\", "/").split("/")

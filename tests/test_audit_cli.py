@@ -30,6 +30,12 @@ class FakeTracer:
         FakeTracer.last = self
         return self
 
+    def note(self, event):
+        self.EVENTS.append(event)
+
+    def timestamp(self):
+        return 0
+
     def __exit__(self, *exc):
         self.events = list(self.EVENTS)
 

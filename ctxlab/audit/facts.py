@@ -15,9 +15,9 @@ from ctxlab.audit.hooks import GREEN_CONTEXT, Allocations
 
 OK = "CUDA_SUCCESS"
 CREATES = ("cuCtxCreate",)
-# Calls that make a context do work: kernels, copies, memsets, graphs (not queries, not allocations).
+# Calls that use a context: kernels, copies, memsets, graphs, and the program's allocations (not queries).
 WORK = ("cuLaunch", "cudaLaunch", "cuMemcpy", "cudaMemcpy", "cuMemset", "cudaMemset", "cuGraphLaunch",
-        "cudaGraphLaunch")
+        "cudaGraphLaunch", "cuMemAlloc", "cudaMalloc", "cuMemCreate")
 
 
 def _ok(e: dict) -> bool:
@@ -103,8 +103,10 @@ def facts(s: Stream) -> Facts:
             f.streams.setdefault(e["stream"], []).append((e.get("start", 0), ctx, e))
     for e in s.calls:
         name, args, ctx = e.get("name", ""), e.get("args") or {}, e.get("context") or 0
-        if name.startswith(WORK) and ctx:
+        if name.startswith(WORK) and ctx and e.get("from") != "callback" and _ok(e):
             f.worked.add(ctx)
+        elif name.startswith(WORK) and ctx and name.startswith(("cuLaunch", "cuMemcpy", "cuMemset")):
+            f.worked.add(ctx)  # a runtime's launch or copy beneath its own call: work in that context
         if not _ok(e):
             continue
         if name.startswith(CREATES) and args.get("ctx"):

@@ -199,8 +199,10 @@ FAILED_CALL = Rule("failed-call", "warning", "A call failed with a context error
                    "and driver calls a runtime makes beneath its own calls are not reported.")
 
 RULES_BY_ID = {rule.id: rule for rule in (*RULES, FAILED_CALL)}
-# A finding of the first rule is dropped where one of the second explains the same thread's calls.
-SUPERSEDED = {"non-primary-current": ("cross-context-handle",), "failed-call": ()}
+# A finding of the first rule is dropped where one of the second explains the same thread's calls ("*": a
+# finding of that rule on any thread).
+SUPERSEDED = {"non-primary-current": ("cross-context-handle",),
+              "stray-context": ("non-primary-current", "*fork-after-init")}
 
 
 def judge(events: list[dict], forks: list[dict] | None = None, exceptions: list[dict] | None = None,
@@ -211,12 +213,14 @@ def judge(events: list[dict], forks: list[dict] | None = None, exceptions: list[
     hits: list[tuple[Rule, Hit]] = []
     for rule in rules if rules is not None else RULES:
         hits.extend((rule, hit) for hit in rule.predicate(stream))
-    threads = {(rule.id, hit.event.get("tid")) for rule, hit in hits}
+    threads = {(rule.id, hit.event.get("tid")) for rule, hit in hits} | {(rule.id, "*") for rule, hit in hits}
     hits = [(rule, hit) for rule, hit in hits
-            if not any((other, hit.event.get("tid")) in threads for other in SUPERSEDED.get(rule.id, ()))]
-    if rules is None:
+            if not any((other.lstrip("*"), "*" if other.startswith("*") else hit.event.get("tid")) in threads
+                       for other in SUPERSEDED.get(rule.id, ()))]
+    if rules is None:  # the failing calls of threads no finding is about, that no finding explains
         explained = {id(e) for _, hit in hits for e in (hit.event, *hit.calls)}
-        hits.extend((FAILED_CALL, hit) for hit in failed_call(stream, explained))
+        busy = {hit.event.get("tid") for rule, hit in hits if rule.severity in ("error", "warning")}
+        hits.extend((FAILED_CALL, hit) for hit in failed_call(stream, explained) if hit.event.get("tid") not in busy)
     out = [(SEVERITIES.index(rule.severity), hit.event.get("start", 0), finding(rule, hit, stream))
            for rule, hit in hits]
     return [f for _, _, f in sorted(out, key=lambda t: (t[0], t[1]))]

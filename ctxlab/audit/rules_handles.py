@@ -82,8 +82,8 @@ def non_primary_current(s: Stream) -> list[Hit]:
             continue
         name = e.get("name", "")
         runtime_work = e.get("domain") == "runtime" and not name.startswith(RUNTIME_QUERIES)
-        attach = (e.get("domain") == "driver" and e.get("from") != "callback"
-                  and name.startswith("cuDevicePrimaryCtxRetain"))
+        attach = (e.get("domain") == "driver" and e.get("from") != "callback" and bool(e.get("library"))
+                  and name.startswith("cuDevicePrimaryCtxRetain"))  # a library's retain, not the program's
         if not (runtime_work or attach):
             continue
         seen.add((e.get("tid"), ctx))
@@ -100,19 +100,25 @@ def non_primary_current(s: Stream) -> list[Hit]:
 
 
 def unordered_handover(s: Stream) -> list[Hit]:
-    """An array handed between libraries (DLPack, ``__cuda_array_interface__``) while work on another stream
-    was still unordered before the consumer's: recorded by the audit's exchange hook."""
+    """An array handed between libraries (DLPack, ``__cuda_array_interface__``: the audit's hand-over notes)
+    while launches on another stream were not ordered before it."""
+    from ctxlab.audit.exchange import HANDOVER, pending_work
+
     hits = []
     for e in s.observed:
-        if e.get("name") != "HANDOVER" or not e.get("unordered"):
+        if e.get("name") != HANDOVER:
             continue
+        pending = pending_work(s.calls, e.get("start", 0))
+        if not pending:
+            continue
+        streams = ", ".join(f"{n} on stream {stream:#x}" for stream, n in sorted(pending.items()))
         hits.append(Hit(e, f"{e.get('consumer', '?')} on thread {_thread(e)} took an array from "
-                           f"{e.get('producer', '?')} through {e.get('protocol', '?')} "
-                           f"({e.get('why', 'no stream given')}) while {e.get('pending', 0)} launch(es) on stream "
-                           f"{e.get('stream', 0):#x} were not ordered before it (no event, no synchronisation): the "
-                           f"consumer can read the data before it is written. Pass the consumer's stream "
-                           f"(x.__dlpack__(stream=...), torch.from_dlpack(x), CAI v3 with its stream) or "
-                           f"synchronise the producer's stream first"))
+                           f"{e.get('producer') or 'another library'} through {e.get('protocol', '?')} "
+                           f"({e.get('why', '')}) while work on other streams was not ordered before it ({streams}: "
+                           f"no synchronisation, no event waited for): the consumer can read the data before it is "
+                           f"written, and gets wrong values without an error. Synchronise the producer's stream "
+                           f"first, or make the producer's stream current while handing over so that the protocol "
+                           f"orders it (DLPack with the consumer's stream, CAI v3 with its stream)"))
     return hits
 
 

@@ -34,14 +34,17 @@ def stray_context(s: Stream) -> list[Hit]:
     for ctx, made in f.made.items():
         if ctx not in f.primary or ctx in f.worked or ctx in f.destroyed or ctx in f.green:
             continue
+        if made.get("asked_by"):  # made on a library's own thread while this Python thread waited on it
+            made = {**made, "thread": made["asked_by"]}
         maker = s.enclosing_runtime(made) or s.enclosing(made, ("cuDevicePrimaryCtxRetain", "cuInit")) or made
         device = f.device.get(ctx)
         where = f"GPU {device}" if device is not None else "a GPU"
         allocations = sum(1 for e in s.calls if e.get("context") == ctx and e.get("name", "").startswith(
             ("cuMemAlloc", "cudaMalloc")) and _ok(e))
         held = (f"; {allocations} allocation(s) were made in it" if allocations else "")
+        own = " (on a thread of the library's own)" if made.get("asked_by") else ""
         hits.append(Hit(made if made.get("stack") else maker,
-                        f"{_caller(s, made)} on thread {_thread(made)} created the primary context {ctx:#x} on "
+                        f"{_caller(s, made)} on thread {_thread(made)}{own} created the primary context {ctx:#x} on "
                         f"{where}, and no kernel, copy or memset ever ran in it{held}: the context holds GPU memory "
                         f"(hundreds of MiB) and shows in nvidia-smi for the life of the process. A CPU-only "
                         f"program should not touch the CUDA API (JAX_PLATFORMS=cpu, CUDA_VISIBLE_DEVICES=, no "
@@ -60,6 +63,7 @@ def context_leak(s: Stream) -> list[Hit]:
     f = facts(s)
     hits: list[Hit] = []
     stacks: dict = {}  # tid -> [(ctx, call that put it there, how: push/create/set, replaced push or None)]
+    last_push: dict = {}  # (tid, ctx) -> the last push or create of it on that thread, popped or not
     for e in s.calls:
         if e.get("domain") != "driver" or not _ok(e) or e.get("from") == "callback":
             continue
@@ -67,8 +71,10 @@ def context_leak(s: Stream) -> list[Hit]:
         stack = _stack_of(stacks, e.get("tid"))
         if name.startswith("cuCtxCreate") and args.get("ctx"):
             stack.append((args["ctx"], e, "create", None))
+            last_push[(e.get("tid"), args["ctx"])] = e
         elif name.startswith("cuCtxPushCurrent") and args.get("ctx"):
             stack.append((args["ctx"], e, "push", None))
+            last_push[(e.get("tid"), args["ctx"])] = e
         elif name.startswith("cuCtxSetCurrent"):
             replaced = stack.pop() if stack else None
             lost = None  # the push a replacement hides: the pop meant for it will take another context
@@ -78,7 +84,8 @@ def context_leak(s: Stream) -> list[Hit]:
                 stack.append((args["ctx"], e, "set", lost))
         elif name.startswith("cuCtxPopCurrent"):
             top = stack.pop() if stack else None
-            if top is not None and top[2] == "set" and top[3] is not None and top[3][0] != args.get("ctx"):
+            mine = not e.get("library") and top is not None and not top[1].get("library")  # the program's own
+            if mine and top is not None and top[2] == "set" and top[3] is not None and top[3][0] != args.get("ctx"):
                 lost = top[3]
                 hits.append(Hit(e, f"cuCtxPopCurrent on thread {_thread(e)} popped context {args.get('ctx', 0):#x}, "
                                    f"not the context {lost[0]:#x} this thread pushed with {lost[1]['name']}: "
@@ -94,7 +101,7 @@ def context_leak(s: Stream) -> list[Hit]:
             continue
         leftovers = [entry for entry in stack if entry[2] in ("push", "create") and f.is_created(entry[0])]
         for ctx in dict.fromkeys(entry[0] for entry in leftovers):
-            last = [entry for entry in leftovers if entry[0] == ctx][-1][1]
+            last = last_push.get((tid, ctx)) or [entry for entry in leftovers if entry[0] == ctx][-1][1]
             depth = sum(1 for entry in stack if entry[0] == ctx)
             hits.append(Hit(last, f"thread {_thread(last)} ended with context {ctx:#x} still on its context stack "
                                   f"({depth} time(s); the last {last['name']} here was never popped): a thread's "

@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ctxlab.audit.engine import Finding
+from ctxlab.audit.exchange import ExchangeHook
 from ctxlab.audit.forks import ForkWatch, read_log
 from ctxlab.audit.hooks import AuditHooks
 from ctxlab.audit.rules import AUDIT_CALLBACKS, judge
@@ -110,14 +111,20 @@ def audit_program(code: str | None = None, module: str | None = None, argv: list
     def main_hook(exc: BaseException) -> None:
         exceptions.append(describe_exception(exc, threading.get_native_id(), threading.current_thread().name))
 
+    def started(tracer) -> None:
+        holder["tracer"] = tracer
+        holder["exchange"] = exchange = ExchangeHook(tracer.note, tracer.timestamp)
+        exchange.install()
+
     threading.excepthook = thread_hook
     watch.install()
     try:
         status, tracer, stats = trace_program(code, module, argv, calls_mode=calls_mode, on_exception=main_hook,
-                                              on_start=lambda t: holder.setdefault("tracer", t),
-                                              **tracer_options(hooks))
+                                              on_start=started, **tracer_options(hooks))
         forks = read_log(log)
     finally:
+        if "exchange" in holder:
+            holder["exchange"].close()
         watch.close()
         threading.excepthook = saved_hook
         try:
@@ -132,6 +139,7 @@ def audit_program(code: str | None = None, module: str | None = None, argv: list
         if e["domain"] in launches and e["name"].startswith(("cuLaunch", "cudaLaunch")) and "from" not in e:
             launches[e["domain"]] += 1
     stats = {**stats, "forks": len(forks), "uncaught_exceptions": len(exceptions), **hooks.summary(),
+             "handovers": holder["exchange"].count if "exchange" in holder else 0,
              "launch_records": launches}
     return AuditResult(program=program, exit_status=status, findings=findings, stats=stats, forks=forks,
                        exceptions=exceptions)

@@ -28,7 +28,7 @@ RECORD_DTYPE = np.dtype([("start", "<u8"), ("end", "<u8"), ("context", "<u8"), (
                          ("blob_len", "<u4"), ("domain", "<u2"), ("flags", "<u2"), ("depth", "<u4")])
 DOMAIN_DRIVER, DOMAIN_RUNTIME, DOMAIN_RESOURCE = 1, 2, 3
 NESTED_IN_RUNTIME, NO_EXIT, BLOB_DROPPED = 1, 2, 4
-WANT_STACK, WANT_LAUNCH, WANT_ALLOC = 1, 2, 4
+WANT_STACK, WANT_LAUNCH, WANT_ALLOC, WANT_MODULE = 1, 2, 4, 8
 ENTER, EXIT = 0, 1
 # What became of a stack (cupti_shim.c's S_* values), and what a report says where there is none.
 STACK_NATIVE, STACK_PENDING, STACK_SERVED, STACK_ABANDONED, STACK_NO_PYTHON, STACK_NO_HELPER = 1, 2, 3, 4, 5, 6

@@ -63,6 +63,7 @@
 #define W_STACK 1u      /* take the user's stack for this function */
 #define W_LAUNCH 2u     /* a kernel launch: keep its arguments (audit) */
 #define W_ALLOC 4u      /* an allocation: its context owns memory (a launch elsewhere may point into it) */
+#define W_MODULE 8u     /* a module resource event: its descriptor holds the module's id */
 #define MAX_OWNERS 64
 
 typedef struct {
@@ -250,8 +251,23 @@ static uint32_t walk_with_gil(uint32_t tid) {
 static uint32_t take_stack(uint32_t tid) {
     if (ts.outer_stack) return ts.outer_stack;
     uint32_t id;
-    if (!fn.gil_check || !fn.this_thread_state || !decref || !fn.this_thread_state()) {
+    if (!fn.gil_check || !fn.this_thread_state || !decref) {
         id = new_stack(S_NO_PYTHON, tid);
+    } else if (!fn.this_thread_state()) {
+        /* a library's own thread: no Python stack of its own; the stack thread notes where the Python
+           threads were (the one that asked the library is among them). Nothing waits for it. */
+        id = new_stack(helper_running ? S_PENDING : S_NO_PYTHON, tid);
+        if (id && helper_running) {
+            pthread_mutex_lock(&req_mu);
+            if (ring_head - ring_tail < REQUEST_RING) {
+                ring[ring_head++ % REQUEST_RING] = id;
+                requests_total++;
+                pthread_cond_signal(&req_cv);
+            }
+            pthread_mutex_unlock(&req_mu);
+        }
+        if (ts.depth > 0) ts.outer_stack = id;
+        return id;
     } else if (fn.gil_check()) {
         id = walk_with_gil(tid);
     } else if (!helper_running) {
@@ -508,8 +524,10 @@ void ctxlab_callback(void *userdata, uint32_t domain, uint32_t cbid, const void 
             uint64_t base = (uint64_t)(uintptr_t)data;
             r.context = read_u64(base);
             r.a = read_u64(base + 8);
-            uint64_t descriptor = read_u64(base + 16);
-            r.b = descriptor ? (uint64_t)*(const uint32_t *)(uintptr_t)descriptor : 0; /* a module's id */
+            if (spec->want & W_MODULE) {  /* other events' descriptors are not ours to read */
+                uint64_t descriptor = read_u64(base + 16);
+                r.b = descriptor ? (uint64_t)*(const uint32_t *)(uintptr_t)descriptor : 0;
+            }
             if (r.context && fn.context_id) {
                 uint32_t uid = 0;
                 if (fn.context_id((void *)(uintptr_t)r.context, &uid) == 0) r.context_uid = uid;

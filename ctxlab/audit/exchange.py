@@ -1,0 +1,176 @@
+"""The audit's hand-over hook: where the audited program hands a GPU array from one library to another
+(DLPack or ``__cuda_array_interface__``), a note with the user's stack, the protocol and what the producer
+said about its stream. The rule ``unordered-handover`` sets each note against the calls around it.
+
+The consumers are wrapped when their module is imported (an import hook on ``sys.meta_path``; modules
+imported before the audit started are wrapped at once). A wrapper only notes and calls through: the array,
+the result and any exception are the library's own.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import threading
+from collections.abc import Callable
+
+from ctxlab.stacks import user_stack
+
+# module -> functions that take an array another library made
+CONSUMERS: dict[str, tuple[str, ...]] = {
+    "cupy": ("asarray", "array", "from_dlpack", "fromDlpack"),
+    "torch": ("from_dlpack", "as_tensor", "asarray"),
+    "torch.utils.dlpack": ("from_dlpack",),
+    "numba.cuda": ("as_cuda_array", "from_cuda_array_interface"),
+    "jax.dlpack": ("from_dlpack",),
+    "jax.numpy": ("from_dlpack",),
+}
+HANDOVER = "HANDOVER"
+
+
+def describe(obj) -> dict | None:
+    """What a hand-over passes: the protocol and what it says about the producer's stream; None for an
+    object that is no foreign GPU array (a list, a NumPy array, the library's own array)."""
+    if type(obj).__name__ == "PyCapsule":
+        return {"protocol": "a DLPack capsule", "why": "a capsule carries no stream: nothing orders the consumer"}
+    interface = getattr(type(obj), "__cuda_array_interface__", None) and getattr(obj, "__cuda_array_interface__",
+                                                                               None)
+    if isinstance(interface, dict):
+        version = interface.get("version")
+        if "stream" not in interface:
+            why = f"__cuda_array_interface__ v{version} names no stream"
+        elif interface.get("stream") is None:
+            why = "__cuda_array_interface__ says no synchronisation is needed (stream None)"
+        else:
+            why = f"__cuda_array_interface__ names stream {interface['stream']}, which the consumer may not wait for"
+        return {"protocol": "__cuda_array_interface__", "why": why, "version": version,
+                "producer": type(obj).__module__.split(".")[0]}
+    if hasattr(type(obj), "__dlpack__"):
+        return {"protocol": "DLPack (__dlpack__)", "why": "the producer orders only its current stream before the "
+                "consumer's", "producer": type(obj).__module__.split(".")[0]}
+    return None
+
+
+class ExchangeHook:
+    """Wraps the consumers while installed; ``note(event)`` receives each hand-over (the tracer's note)."""
+
+    def __init__(self, note: Callable[[dict], None], timestamp: Callable[[], int]) -> None:
+        self._note, self._timestamp = note, timestamp
+        self._wrapped: list[tuple[object, str, object]] = []
+        self._finder: _Finder | None = None
+        self.count = 0
+
+    def install(self) -> None:
+        """Wrap the consumers of the modules already imported, and of each one imported from now on."""
+        for name in CONSUMERS:
+            if name in sys.modules:
+                self.wrap_module(sys.modules[name])
+        self._finder = _Finder(self)
+        sys.meta_path.insert(0, self._finder)
+
+    def close(self) -> None:
+        """Put every consumer back and stop watching imports."""
+        if self._finder in sys.meta_path:
+            sys.meta_path.remove(self._finder)
+        for module, attr, original in reversed(self._wrapped):
+            setattr(module, attr, original)
+        self._wrapped.clear()
+
+    def wrap_module(self, module) -> None:
+        """Wrap this module's consumers (once)."""
+        for attr in CONSUMERS.get(module.__name__, ()):
+            original = getattr(module, attr, None)
+            if original is None or getattr(original, "__ctxlab_exchange__", False):
+                continue
+            setattr(module, attr, self._wrapper(f"{module.__name__}.{attr}", original))
+            self._wrapped.append((module, attr, original))
+
+    def _wrapper(self, consumer: str, original):
+        hook = self
+
+        @functools.wraps(original)
+        def consume(obj=None, *args, **kwargs):
+            try:
+                seen = describe(obj)
+                if seen is not None:
+                    hook.count += 1
+                    hook._note({"domain": "audit", "name": HANDOVER, "consumer": consumer, **seen,
+                                "tid": threading.get_native_id(), "start": hook._timestamp(),
+                                "stack": user_stack(skip=1)})
+            except Exception:  # noting must never change what the program's call does
+                pass
+            return original(obj, *args, **kwargs)
+
+        consume.__ctxlab_exchange__ = True  # type: ignore[attr-defined]
+        return consume
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: once one of the consumers' modules is loaded by the real finders, wraps it."""
+
+    def __init__(self, hook: ExchangeHook) -> None:
+        self.hook = hook
+        self._busy = threading.local()
+
+    def find_spec(self, fullname, path, target=None):
+        """The real spec of a consumers' module, its loader wrapped to patch the module once executed."""
+        if fullname not in CONSUMERS or getattr(self._busy, "on", False):
+            return None
+        self._busy.on = True
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+            if spec is None:
+                for finder in sys.meta_path:
+                    if finder is not self and hasattr(finder, "find_spec"):
+                        spec = finder.find_spec(fullname, path, target)
+                        if spec is not None:
+                            break
+        finally:
+            self._busy.on = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        loader, hook = spec.loader, self.hook
+
+        class Loader(importlib.abc.Loader):
+            def create_module(self, spec):
+                return loader.create_module(spec)
+
+            def exec_module(self, module):
+                loader.exec_module(module)
+                hook.wrap_module(module)
+
+        spec.loader = Loader()
+        return spec
+
+
+def pending_work(stream_events: list[dict], at: int) -> dict[int, int]:
+    """Launches and asynchronous copies on non-default streams before ``at`` that nothing ordered before it:
+    stream handle -> how many. A stream is ordered up to a cuStreamSynchronize of it, a context or device
+    synchronisation, or an event recorded on it that was then synchronised or waited for."""
+    pending: dict[int, list[int]] = {}
+    recorded: dict[int, tuple[int, int]] = {}  # event -> (stream, when recorded)
+    for e in stream_events:
+        if e.get("start", 0) >= at:
+            break
+        name, args = e.get("name", ""), e.get("args") or {}
+        stream = args.get("stream", 0)
+        if e.get("domain") != "driver":
+            continue
+        if name.startswith(("cuLaunch", "cuMemcpy", "cuMemset")) and stream not in (0, 1, 2):
+            pending.setdefault(stream, []).append(e.get("start", 0))
+        elif name.startswith("cuStreamSynchronize") and stream:
+            pending.pop(stream, None)
+        elif name.startswith("cuCtxSynchronize"):
+            pending.clear()
+        elif name.startswith("cuEventRecord") and args.get("event"):
+            recorded[args["event"]] = (stream, e.get("start", 0))
+        elif name.startswith(("cuEventSynchronize", "cuStreamWaitEvent")) and args.get("event") in recorded:
+            on, when = recorded[args["event"]]
+            if on in pending:
+                pending[on] = [t for t in pending[on] if t > when]
+                if not pending[on]:
+                    pending.pop(on)
+    return {stream: len(times) for stream, times in pending.items()}

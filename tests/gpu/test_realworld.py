@@ -1,0 +1,110 @@
+"""``ctxlab audit`` on the programs of examples/realworld/, each written from a public report: every hazard
+program gets its expected findings (rule, thread, the line marked ``# HAZARD: <rule>``) and no other error or
+warning; the clean programs get no error or warning. Programs that need more GPUs than this machine has are
+skipped with the reason. With CTXLAB_RESULTS set, each report and the score table are kept under
+$CTXLAB_RESULTS/audit/realworld/ (``benchmarks/realworld_sanitizer.py`` adds compute-sanitizer's column)."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MANIFEST = os.path.join(ROOT, "examples", "realworld", "manifest.json")
+KEEP = os.environ.get("CTXLAB_RESULTS")
+MODULES = {"torch": "torch", "cupy": "cupy", "jax": "jax", "numba": "numba.cuda", "cuda.core": "cuda.core",
+           "cuda.bindings": "cuda.bindings"}
+LOUD = ("error", "warning")
+
+
+def programs() -> list[dict]:
+    with open(MANIFEST) as handle:
+        return json.load(handle)
+
+
+def marked_line(path: str, marker: str) -> int:
+    with open(os.path.join(ROOT, path)) as handle:
+        found = [i for i, line in enumerate(handle, 1) if f"# {marker}" in line]
+    assert len(found) == 1, (path, marker, found)
+    return found[0]
+
+
+def gpu_count() -> int:
+    from ctxlab.cuda.environment import device_count
+
+    return device_count()
+
+
+def score(entry: dict, doc: dict) -> dict:
+    """What the audit found against what the program's header expects: matched, missed, extra."""
+    findings = doc["findings"]
+    matched, missed = [], []
+    for want in entry["findings"]:
+        line = marked_line(entry["program"], want["marker"])
+        hit = next((f for f in findings if f["rule"] == want["rule"] and (f.get("location") or {}).get("line") == line
+                    and str(f["thread"]).startswith(want["thread"])), None)
+        (matched if hit else missed).append({**want, "line": line})
+    expected_rules = {w["rule"] for w in entry["findings"]}
+    extra = [{"rule": f["rule"], "severity": f["severity"], "thread": f["thread"],
+              "line": (f.get("location") or {}).get("line")} for f in findings
+             if f["severity"] in LOUD and f["rule"] not in expected_rules]
+    return {"program": entry["program"], "kind": entry["kind"], "report": entry.get("report"),
+            "matched": matched, "missed": missed, "extra": extra,
+            "found": [{"rule": f["rule"], "severity": f["severity"], "thread": f["thread"],
+                       "line": (f.get("location") or {}).get("line"), "location_from": f.get("location_from")}
+                      for f in findings]}
+
+
+SCORES: list[dict] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def score_table():
+    yield
+    if KEEP and SCORES:
+        folder = os.path.join(KEEP, "audit", "realworld")
+        os.makedirs(folder, exist_ok=True)
+        from ctxlab.cuda.environment import capture
+        from ctxlab.record import atomic_write
+
+        table = {"environment": capture(0), "programs": SCORES,
+                 "hazards": sum(s["kind"] == "hazard" for s in SCORES),
+                 "hazards_found": sum(s["kind"] == "hazard" and not s["missed"] for s in SCORES),
+                 "clean": sum(s["kind"] == "clean" for s in SCORES),
+                 "clean_quiet": sum(s["kind"] == "clean" and not s["extra"] for s in SCORES)}
+        atomic_write(os.path.join(folder, "realworld.json"), json.dumps(table, indent=1) + "\n")
+
+
+@pytest.mark.parametrize("entry", programs(), ids=lambda e: os.path.basename(e["program"]))
+def test_realworld_program_gets_exactly_its_expected_findings(tmp_path, entry):
+    for need in entry.get("needs", ()):
+        module = MODULES.get(need, need)
+        if importlib.util.find_spec(module.split(".")[0]) is None or importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed here")
+    if entry.get("gpus", 1) > gpu_count():
+        pytest.skip(f"needs {entry['gpus']} GPUs, this machine has {gpu_count()}")
+    folder = os.path.join(KEEP, "audit", "realworld") if KEEP else str(tmp_path)
+    os.makedirs(folder, exist_ok=True)
+    out = os.path.join(folder, os.path.basename(entry["program"]).replace(".py", ".json"))
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    try:
+        done = subprocess.run([sys.executable, "-X", "faulthandler", "-m", "ctxlab", "audit", "--format", "json",
+                               "-o", out, "--", entry["program"]], capture_output=True, text=True, env=env, cwd=ROOT,
+                              timeout=entry.get("timeout_s", 60) + 60)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"audit hung: {entry['program']}\n{(exc.stderr or b'')[-8000:]!r}")
+    assert os.path.exists(out), done.stdout + done.stderr
+    with open(out) as handle:
+        doc = json.load(handle)
+    result = score(entry, doc)
+    SCORES.append(result)
+    for f in doc["findings"]:
+        assert f["thread"], f
+        assert f["location"] or f.get("location_missing"), f
+    assert not result["missed"], (result["missed"], result["found"], done.stderr[-3000:])
+    assert not result["extra"], (result["extra"], done.stderr[-2000:])
