@@ -78,6 +78,10 @@ OTHER_KINDS = {
         lambda d: set(d) == {"environment", "programs"} and all("ratio" in p for p in d["programs"]),
     "timings of ctxlab check (wall seconds, per lab)":
         lambda d: {"wall_seconds", "labs"} <= d.keys() and "schema" not in d,
+    "benchmark figures: report merge over a fleet's files (benchmarks/merge_fleet.py)":
+        lambda d: {"environment", "files", "wall_seconds", "peak_rss_mib", "differs_line"} <= d.keys(),
+    "what a real Prometheus scraped from ctxlab's metrics (tests/test_prometheus_scrape.py)":
+        lambda d: {"prometheus", "node_exporter", "queries"} <= d.keys(),
 }
 
 
