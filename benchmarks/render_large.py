@@ -4,10 +4,11 @@
 
 The result is made from a recorded one (``--source``, labs/results/migrate.json by default: its
 observations are the smallest, so a file of a given size holds the most of them): every run's
-observations are repeated, as they are, until the file is as large as ``--size`` allows, written compact (more observations to the byte than ctxlab's indented files). Then ``ctxlab
-show FILE`` (the table) and ``ctxlab show FILE --format json`` run as child processes, ``--runs`` times
-each, their output going to a file; each child's wall time and peak resident memory (``os.wait4``: the
-child's own ``ru_maxrss``, what ``getrusage(RUSAGE_CHILDREN)`` sums up to) are recorded. Exit status 1
+observations are repeated, as they are, until the file is as large as ``--size`` allows, written
+compact (more observations to the byte than ctxlab's indented files). Then ``ctxlab show FILE`` (the
+table) and ``ctxlab show FILE --format json`` run as child processes, ``--runs`` times each, their
+output going to a file; each child's wall time and peak resident memory (``os.wait4``: the child's own
+``ru_maxrss``, what ``getrusage(RUSAGE_CHILDREN)`` takes the largest of) are recorded. Exit status 1
 when a figure is over the goal, 2 for a bad argument (one line).
 """
 

@@ -20,6 +20,7 @@ from ctxlab.cli_fleet import check_reports, fleet_check
 from ctxlab.cli_help import LazyHelpCommand, audit_help
 from ctxlab.cli_options import (
     device_option,
+    former_name,
     lab_options,
     max_size_option,
     output_option,
@@ -29,6 +30,7 @@ from ctxlab.cli_options import (
     table_options,
     trace_option,
 )
+from ctxlab.cli_program import one_program, tracer_unavailable
 from ctxlab.cli_report import HandoffProgress, emit, render_for, say, screen_of, write_report
 from ctxlab.cli_types import (
     EXIT_FAILS,
@@ -40,7 +42,6 @@ from ctxlab.cli_types import (
     OutputPath,
     ResultPath,
     domain_errors,
-    no_gpu_line,
 )
 from ctxlab.labs import LABS as _LAB_NAMES
 from ctxlab.report import FORMATS
@@ -127,7 +128,7 @@ def show(file: str, fmt: str, output: str | None, steps: bool, full: bool, html_
         reports.append(("html", html_path))
     check_outputs([path for _, path in reports])
     runs = load_runs(file, max_size, limit_hint="--max-size raises it")
-    texts = []
+    texts: list = []  # (path, text or its chunks: output.Text)
     for kind, path in reports:
         if kind == "html":
             from ctxlab.report.timeline import render_html
@@ -170,8 +171,10 @@ def run_lab(name: str, fmt: str, output: str | None, on_progress=None, steps: bo
               default="both", show_default=True,
               help="Which context travels: the runtime's primary one, one from cuCtxCreate, a green context (an SM "
                    "partition, with its own scenarios), both (primary and created) or all three.")
-@click.option("--timeout", type=FiniteFloat(0.1, 3600), default=30.0, show_default=True,
-              help="Seconds a single handoff may take before the run stops, naming the thread and step.")
+@click.option("--handoff-timeout", "timeout", type=FiniteFloat(0.1, 3600), default=30.0, show_default=True,
+              help="Seconds a single handoff may take before the run stops, naming the thread and step "
+                   "(check's --timeout is per scenario).")
+@former_name("--timeout", "--handoff-timeout", "timeout", FiniteFloat(0.1, 3600))
 @lab_options
 @domain_errors
 def migrate(threads, rounds, context, timeout, fmt, output, **common):
@@ -278,8 +281,8 @@ def lifecycle(fmt, output, **common):
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--only", type=click.Choice(["context", "all"]), default="context", show_default=True,
-              help="For the table: context shows only calls that touch contexts and modules (cuCtx*, "
+@click.option("--show", "only", type=click.Choice(["context", "all"]), default="context", show_default=True,
+              help="Which calls the table shows: context shows only calls that touch contexts and modules (cuCtx*, "
                    "cuDevicePrimaryCtx*, cuModule*, cuLibrary*, cuKernel*) and resource events; all: every call. "
                    "JSON and Perfetto output always hold every call.")
 @click.option("--calls", "calls_mode", type=click.Choice(["context", "all"]), default="context", show_default=True,
@@ -293,6 +296,7 @@ def lifecycle(fmt, output, **common):
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "perfetto"]), default="table", show_default=True,
               help="A tree per thread, the ordered calls as JSON, or Chrome/Perfetto trace-event JSON (open it in "
                    "ui.perfetto.dev or chrome://tracing: a track per thread, a track per context).")
+@former_name("--only", "--show", "only", click.Choice(["context", "all"]))
 @output_option
 @program_options("Trace")
 @domain_errors
@@ -300,7 +304,7 @@ def trace(only, calls_mode, thread_name, fmt, output, code, module, script_args)
     """Run a Python program under CUPTI and show the driver calls beneath its runtime calls.
 
     \b
-      ctxlab trace --only context -- examples/first_context.py [ARGS]
+      ctxlab trace --show all -- examples/first_context.py [ARGS]
       ctxlab trace -c "import cupy; cupy.arange(3).sum()"
       ctxlab trace --format perfetto -o trace.json -m mypackage.tool [ARGS]
 
@@ -561,36 +565,6 @@ def merge(files, fmt, output, markdown_path, html_path, max_size):
                    for kind, path in reports])
     if failing(loaded):
         raise SystemExit(EXIT_FAILS)
-
-
-def one_program(code: str | None, module: str | None, script_args: tuple, output: str | None) -> None:
-    """trace and audit run exactly one program (a SCRIPT, -c CODE or -m MODULE) and check --output first."""
-    chosen = [x for x in (code, module, script_args[0] if script_args else None) if x]
-    if len(chosen) != 1:
-        raise click.UsageError("give exactly one program: a SCRIPT (after --), -c CODE or -m MODULE")
-    if code is None and module is None and os.path.isdir(script_args[0]):
-        raise CtxlabError(f"{script_args[0]}: is a directory, not a Python script (give the script's file, "
-                          "or -m MODULE)")
-    if output:
-        from ctxlab.output import check_writable
-
-        check_writable(output)
-
-
-def tracer_unavailable(exc: Exception) -> CtxlabError:
-    """Why trace or audit cannot run: the no-GPU line every command gives where there is no GPU (CUPTI
-    cannot subscribe without one), else what the tracer said."""
-    from ctxlab.cuda.environment import NoGpu, device_count
-
-    try:
-        count = device_count()
-    except NoGpu as none:
-        return CtxlabError(no_gpu_line(none))
-    except Exception:  # the driver broke in some other way: what the tracer said is the better line
-        count = 1
-    if count == 0:
-        return CtxlabError(no_gpu_line("the driver reports no GPU"))
-    return CtxlabError(" ".join(str(exc).split()))
 
 
 class ProgramRan(SystemExit):

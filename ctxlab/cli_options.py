@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from ctxlab.cli_types import ByteSize, OutputPath
 from ctxlab.report import FORMATS
@@ -84,3 +86,29 @@ def max_size_option(fn: F) -> F:
     return click.option("--max-size", type=ByteSize(), default=f"{DEFAULT_MAX_BYTES // 2**20}M", show_default=True,
                         help="Refuse result files larger than this (e.g. 64M, 1G; at most 1024G): they are read "
                              "whole.")(fn)
+
+
+def former_name(old: str, new: str, param: str, type_: Any) -> Callable[[F], F]:
+    """Keep ``old``, an option's former spelling, as a hidden alias of ``new`` (whose value is the
+    command's ``param``): it gives ``param`` its value, with a note on standard error; both at once is a
+    usage error. The alias has ``new``'s type, so it refuses what ``new`` refuses, naming itself."""
+    dest = f"former_{param}"
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            value = kwargs.pop(dest, None)
+            if value is not None:
+                ctx = click.get_current_context()
+                if ctx.get_parameter_source(param) is ParameterSource.COMMANDLINE:
+                    raise click.UsageError(f"{old} is the former name of {new}: give {new} only")
+                from ctxlab.cli_report import say
+
+                say(f"note: {ctx.command_path}'s {old} is now {new} ({old} still works)")
+                kwargs[param] = value
+            return fn(*args, **kwargs)
+
+        return click.option(old, dest, type=type_, default=None, hidden=True,
+                            help=f"Former name of {new}.")(wrapper)  # type: ignore[return-value]
+
+    return decorate

@@ -25,7 +25,7 @@ import stat
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -224,7 +224,7 @@ def check_outputs(paths: list[str]) -> None:
         seen[key] = path
 
 
-def write_outputs(outputs: list[tuple[str, Text]]) -> None:
+def write_outputs(outputs: Sequence[tuple[str, Text]]) -> None:
     """Write each (path, text), all or none: see the module docstring for what a path may be."""
     check_outputs([path for path, _ in outputs])
     staged: list[_Staged] = []

@@ -19,7 +19,8 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("args", [
     ["--runs", "0"], ["--runs", "x"], ["--runs", "101"], ["--size", "5T"], ["--size", "10"], ["--size", "2G"],
-    ["--size", ""], ["--source", "/nonexistent/result.json"], ["--source", os.path.join(ROOT, "labs", "results", "claims.json")],
+    ["--size", ""], ["--source", "/nonexistent/result.json"],
+    ["--source", os.path.join(ROOT, "labs", "results", "claims.json")],
     ["--size", "2K"], ["--frobnicate"],
 ])
 def test_bad_arguments_are_one_line_and_exit_2(args):
