@@ -13,7 +13,7 @@ set -uo pipefail
 out=${1:?usage: scripts/gpu-fleet.sh OUTDIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 . scripts/gpu-env.sh
 status=0
 nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1 | tee "$out/nvidia-smi.txt"

