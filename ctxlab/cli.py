@@ -544,9 +544,11 @@ def merge(files, fmt, output, markdown_path, html_path, max_size):
 
     A column is one runner and device (hostname, device index, GPU UUID where
     recorded, driver, runtime); files that share that key stay separate columns,
-    marked duplicate. Result files are data from other machines and are treated
-    as untrusted. Exit status 1 when any cell fails or errs; all outputs are
-    written, or none.
+    marked duplicate. Runners of 2+ groups (GPU, driver, runtime, ctxlab) get
+    "where the fleet differs" first; runners that could not run are listed
+    apart. Result files are data from other machines and are treated as
+    untrusted. Exit status 1 when any cell fails or errs or a runner could not
+    run; all outputs are written, or none.
     """
     from ctxlab.output import check_outputs, write_outputs
     from ctxlab.report.fleet_load import load_for_merge
