@@ -3,14 +3,16 @@ errors, then a closing summary of the whole run; the step tables and timelines o
 
 It fits the screen it is written for (``screen.Screen``: width and colour). From ``WIDE`` columns on, a
 claim is one row of four columns (verdict, claim, statement, evidence); below, it is stacked: the verdict,
-the id and the statement cut to one line, the evidence folded under it. Unless ``full``, statements and
-evidence are cut to a few lines (a ``fails`` or ``error`` claim's evidence never is). Every text from the
-record passes ``escape.terminal`` first: a result file from another machine sends no escape sequence.
+the id and the statement cut to one line, the evidence folded under it. Unless ``full``, a lab fits about a
+screen: statements and evidence are cut to one line each (a ``fails`` or ``error`` claim's evidence never
+is), and the skipped claims are one entry, their ids and why (``full``: each claim, every sentence
+whole). Every text from the record passes ``escape.terminal`` first: a result file from another machine
+sends no escape sequence.
 """
 
 from __future__ import annotations
 
-from ctxlab.record import FAILING, VERDICTS, LabResult
+from ctxlab.record import FAILING, VERDICTS, ClaimResult, LabResult
 from ctxlab.report.escape import terminal
 from ctxlab.report.screen import Cell, Screen, clip, grid, pad, text_width, wrap
 from ctxlab.report.text import environment_line, figure
@@ -18,6 +20,7 @@ from ctxlab.report.text import environment_line, figure
 WIDE = 120  # from this many columns on, a claim is a row of four columns
 VERDICT_W = max(len(v) for v in VERDICTS)  # 8: "observed"
 INDENT = VERDICT_W + 2
+SKIPPED_TOGETHER = 2  # from this many skipped claims on, a lab lists them as one entry (unless full)
 
 
 def verdict_counts_in_order(run: LabResult) -> list[tuple[str, int]]:
@@ -42,18 +45,40 @@ def heading(run: LabResult, screen: Screen) -> list[str]:
     return lines
 
 
+def _apart(run: LabResult, full: bool) -> tuple[list[ClaimResult], list[ClaimResult]]:
+    """The claims shown one by one, and the skipped ones shown together (none when ``full`` or few)."""
+    skipped = [c for c in run.claims if c.verdict == "skipped"]
+    if full or len(skipped) < SKIPPED_TOGETHER:
+        return list(run.claims), []
+    return [c for c in run.claims if c.verdict != "skipped"], skipped
+
+
+def _skipped_lines(skipped: list[ClaimResult], screen: Screen) -> list[str]:
+    """The skipped claims as one entry: how many, every id, and why (the first reason, cut to a line)."""
+    if not skipped:
+        return []
+    rest = screen.width - INDENT
+    first, *more = wrap(terminal(f"{len(skipped)} claims: {', '.join(c.id for c in skipped)}"), rest)
+    reasons = list(dict.fromkeys(c.evidence for c in skipped))
+    why = f"why{f' (1 of {len(reasons)} reasons; --full: each)' if len(reasons) > 1 else ''}: {reasons[0]}"
+    return [screen.paint("skipped", "skipped") + " " * (INDENT - len("skipped")) + first,
+            *(" " * INDENT + line for line in more),
+            *(" " * INDENT + line for line in clip(terminal(why), rest, 1))]
+
+
 def _stacked(run: LabResult, screen: Screen, full: bool) -> list[str]:
     out: list[str] = []
     rest = screen.width - INDENT
-    for claim in run.claims:
+    shown, skipped = _apart(run, full)
+    for claim in shown:
         ident, statement = terminal(claim.id), terminal(claim.statement)
         head = f"{ident}: {statement}"
         first, *more = clip(head, rest, None if full else 1)
         out.append(screen.paint(claim.verdict, claim.verdict) + " " * (INDENT - len(claim.verdict)) + first)
         out += [" " * INDENT + line for line in more]
-        keep = None if full or claim.verdict in FAILING else 2
+        keep = None if full or claim.verdict in FAILING else 1
         out += [" " * INDENT + line for line in clip(terminal(claim.evidence), rest, keep)]
-    return out
+    return out + _skipped_lines(skipped, screen)
 
 
 def _wide(run: LabResult, screen: Screen, full: bool) -> list[str]:
@@ -61,12 +86,14 @@ def _wide(run: LabResult, screen: Screen, full: bool) -> list[str]:
     ident_w = min(max(20, room // 4), max((text_width(terminal(c.id)) for c in run.claims), default=10))
     statement_w = max(20, (room - ident_w) * 2 // 5)
     evidence_w = room - ident_w - statement_w
-    rows = [[Cell(claim.verdict, claim.verdict), Cell(terminal(claim.id)),
-             Cell(terminal(claim.statement), lines=None if full else 2),
-             Cell(terminal(claim.evidence), lines=None if full or claim.verdict in FAILING else 3)]
-            for claim in run.claims]
+    shown, skipped = _apart(run, full)
+    rows = [[Cell(claim.verdict, claim.verdict), Cell(terminal(claim.id), lines=None if full else 1),
+             Cell(terminal(claim.statement), lines=None if full else 1),
+             Cell(terminal(claim.evidence), lines=None if full or claim.verdict in FAILING else 1)]
+            for claim in shown]
     header = [Cell("verdict", "dim"), Cell("claim", "dim"), Cell("statement", "dim"), Cell("evidence", "dim")]
-    return grid([header, *rows], [VERDICT_W, ident_w, statement_w, evidence_w], screen)
+    lines = grid([header, *rows], [VERDICT_W, ident_w, statement_w, evidence_w], screen) if rows else []
+    return lines + _skipped_lines(skipped, screen)
 
 
 def claim_lines(run: LabResult, screen: Screen, full: bool = False) -> list[str]:
