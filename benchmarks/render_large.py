@@ -6,10 +6,10 @@ The result is made from a recorded one (``--source``, labs/results/migrate.json 
 observations are the smallest, so a file of a given size holds the most of them): every run's
 observations are repeated, as they are, until the file is as large as ``--size`` allows, written
 compact (more observations to the byte than ctxlab's indented files). Then ``ctxlab show FILE`` (the
-table) and ``ctxlab show FILE --format json`` run as child processes, ``--runs`` times each, their
-output going to a file; each child's wall time and peak resident memory (``os.wait4``: the child's own
-``ru_maxrss``, what ``getrusage(RUSAGE_CHILDREN)`` takes the largest of) are recorded. Exit status 1
-when a figure is over the goal, 2 for a bad argument (one line).
+table), ``ctxlab show FILE --format json`` and ``ctxlab show FILE --steps`` run as child processes,
+``--runs`` times each, their output going to a file; each child's wall time and peak resident memory
+(``os.wait4``: the child's own ``ru_maxrss``, what ``getrusage(RUSAGE_CHILDREN)`` takes the largest of)
+are recorded. Exit status 1 when a figure is over the goal, 2 for a bad argument (one line).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SOURCE = os.path.join(ROOT, "labs", "results", "migrate.json")
 GOAL_SECONDS = 10.0
 GOAL_MB = 500.0
-FORMATS = {"table": [], "json": ["--format", "json"]}
+FORMATS = {"table": [], "json": ["--format", "json"], "steps": ["--steps"]}  # steps: the table with its step tables
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -70,3 +70,23 @@ def test_evidence_is_one_line_unless_it_fails_or_full():
     assert narrow[at + 1].startswith(" " * 10 + "word0") and narrow[at + 1].endswith("…")
     assert narrow[at + 2].startswith("error")
     assert "word59" in render(runs, "table", width=80, full=True).split("demo.e")[0]
+
+
+def test_steps_tables_are_bounded_and_say_where_the_rest_is():
+    from ctxlab.report.steps import EVENTS, ROWS
+
+    step = {"step": "s", "thread": "t", "context_id": 1, "context": 42, "what": "seen", "value": {"n": 1}}
+    many = [{**step, "round": i} for i in range(ROWS + 5)]
+    noisy = {**step, "events": [f"cuCall{i}" for i in range(EVENTS + 7)]}
+    runs = parse_runs(run(observations=[noisy, *many], views={}), "r")
+    text = render(runs, "table", width=200, steps=True)
+    assert "... and 6 more steps (--format markdown or json has every one)" in text
+    assert "... and 7 more events" in text and f"cuCall{EVENTS - 1}" in text and f"cuCall{EVENTS}" not in text
+    table = parse_runs(run(observations=many, views={"seen": ["n"]}), "r")
+    assert "... and 5 more seen steps" in render(table, "table", width=200, steps=True)
+    assert "more steps" not in render(parse_runs(run(observations=many[:ROWS]), "r"), "table", width=200, steps=True)
+
+
+def test_recorded_step_tables_are_whole():
+    runs = parse_runs(recorded("check.json"), "check.json")
+    assert "more steps" not in render(runs, "table", width=200, steps=True)

@@ -80,6 +80,8 @@ OTHER_KINDS = {
         lambda d: {"wall_seconds", "labs"} <= d.keys() and "schema" not in d,
     "benchmark figures: report merge over a fleet's files (benchmarks/merge_fleet.py)":
         lambda d: {"environment", "files", "wall_seconds", "peak_rss_mib", "differs_line"} <= d.keys(),
+    "benchmark figures: ctxlab show on a 64 MiB result (benchmarks/render_large.py)":
+        lambda d: {"environment", "file_bytes", "observations", "formats", "within_goal"} <= d.keys(),
     "what a real Prometheus scraped from ctxlab's metrics (tests/test_prometheus_scrape.py)":
         lambda d: {"prometheus", "node_exporter", "queries"} <= d.keys(),
 }

@@ -3,8 +3,9 @@
 A step table is one row per observation of a kind, its value's fields as columns (the lab's views); the
 timeline is every other observation in the order recorded, with its trace events under it. When the
 columns cannot fit the screen at a readable width, each row is stacked: the step on one line, its fields
-folded under it. The work per observation is bounded (each value is cut before it is laid out), so a
-large result renders in time linear in its observations.
+folded under it. The work per observation is bounded (each value is cut before it is laid out, at most
+``EVENTS`` trace events under a step), and so is each table (``ROWS`` observations; a line says how many
+more there are, and where they all are): a screen is no place for a quarter of a million rows.
 """
 
 from __future__ import annotations
@@ -15,6 +16,14 @@ from ctxlab.report.screen import Cell, Screen, fit, grid, natural_widths, wrap
 from ctxlab.report.text import cell, context_label, lab_views, short
 
 MIN_COLUMN = 8  # below this a column is unreadable: stack the rows instead
+ROWS = 1000  # observations per table on a screen (a recorded check has 645 in all)
+EVENTS = 20  # trace events shown under one step
+
+
+def _more(count: int, what: str, screen: Screen) -> list[str]:
+    """The line under a table cut at ``ROWS``: how many rows are not shown, and where they are."""
+    text = f"... and {count:,} more {what} (--format markdown or json has every one)"
+    return [screen.paint(line, "dim") for line in wrap(text, screen.width)]
 
 
 def _table(title: str, headers: list[str], rows: list[list[Cell]], screen: Screen) -> list[str]:
@@ -34,29 +43,45 @@ def _table(title: str, headers: list[str], rows: list[list[Cell]], screen: Scree
 
 
 def _events(obs: Observation, before: int, fields: int) -> list[list[Cell]]:
-    return [[*(Cell("") for _ in range(before)), Cell("  trace", "dim"), Cell(terminal(short(event, 120)), "dim"),
-             *(Cell("") for _ in range(fields))] for event in obs.events]
+    rows = [[*(Cell("") for _ in range(before)), Cell("  trace", "dim"), Cell(terminal(short(event, 120)), "dim"),
+             *(Cell("") for _ in range(fields))] for event in obs.events[:EVENTS]]
+    if len(obs.events) > EVENTS:
+        more = Cell(f"... and {len(obs.events) - EVENTS:,} more events", "dim")
+        rows.append([*(Cell("") for _ in range(before)), Cell("  trace", "dim"), more,
+                     *(Cell("") for _ in range(fields))])
+    return rows
 
 
 def step_table(run: LabResult, what: str, fields: tuple[str, ...], screen: Screen) -> list[str]:
-    """One row per observation of kind ``what``, its value's fields as columns."""
+    """One row per observation of kind ``what`` (the first ``ROWS``), its value's fields as columns."""
     rows: list[list[Cell]] = []
+    shown = 0
     for obs in run.observations:
         if obs.what != what:
+            continue
+        shown += 1
+        if shown > ROWS:
             continue
         value = obs.value if isinstance(obs.value, dict) else {}
         rows.append([Cell(terminal(obs.scenario or "")), Cell(terminal(obs.thread)), Cell(terminal(obs.step)),
                      Cell(terminal(context_label(obs))), *(Cell(terminal(cell(value.get(f), f))) for f in fields)])
         rows += _events(obs, 2, len(fields))
     headers = ["scenario", "thread", "step", "context", *(f.replace("_", " ") for f in fields)]
-    return _table(f"{run.lab}: {what}", [terminal(h) for h in headers], rows, screen)
+    lines = _table(f"{run.lab}: {what}", [terminal(h) for h in headers], rows, screen)
+    return lines + (_more(shown - ROWS, f"{what} steps", screen) if shown > ROWS else [])
 
 
-def timeline(run: LabResult, skip: frozenset[str] | set[str] = frozenset()) -> list[list[Cell]]:
-    """Every observation whose kind is not in ``skip``, in the order recorded, with its trace events under it."""
+def timeline(run: LabResult, skip: frozenset[str] | set[str] = frozenset(),
+             limit: int | None = None) -> list[list[Cell]]:
+    """Every observation whose kind is not in ``skip`` (the first ``limit`` of them), in the order recorded,
+    with its trace events under it."""
     rows: list[list[Cell]] = []
+    shown = 0
     for obs in run.observations:
         if obs.what in skip:
+            continue
+        shown += 1
+        if limit is not None and shown > limit:
             continue
         rows.append([Cell(terminal(obs.scenario or "")), Cell("" if obs.round is None else str(obs.round)),
                      Cell(terminal(obs.thread)), Cell(terminal(obs.step)), Cell(terminal(context_label(obs))),
@@ -72,8 +97,10 @@ def step_lines(run: LabResult, screen: Screen) -> list[str]:
     for what, fields in views.items():
         if any(o.what == what for o in run.observations):
             lines += step_table(run, what, fields, screen)
-    rows = timeline(run, skip=set(views))
+    rows = timeline(run, skip=set(views), limit=ROWS)
     if rows:
         lines += _table(f"{run.lab}: timeline", ["scenario", "round", "thread", "step", "context", "what", "value"],
                         rows, screen)
+        left = sum(o.what not in views for o in run.observations) - ROWS
+        lines += _more(left, "steps", screen) if left > 0 else []
     return lines
