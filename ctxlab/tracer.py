@@ -33,8 +33,7 @@ CALLBACK_PREFIXES = ("cuCtxCreate", "cuCtxDestroy", "cuCtxPushCurrent", "cuCtxPo
                      "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxSetFlags", "cuGreenCtxCreate",
                      "cuGreenCtxDestroy", "cuModuleLoad", "cuModuleUnload", "cuModuleGetFunction",
                      "cuModuleGetGlobal", "cuLibraryLoad", "cuLibraryUnload", "cuLibraryGetKernel",
-                     "cuLibraryGetModule", "cuLibraryGetGlobal", "cuKernelGetFunction", "cuStreamCreate",
-                     "cuEventCreate")
+                     "cuLibraryGetModule", "cuLibraryGetGlobal", "cuKernelGetFunction")
 RESOURCE_EVENTS = ("CU_INIT_FINISHED", "CONTEXT_CREATED", "CONTEXT_DESTROY_STARTING", "STREAM_CREATED",
                    "STREAM_DESTROY_STARTING", "MODULE_LOADED", "MODULE_UNLOAD_STARTING")
 CALL_SELECTIONS = ("context", "all")
@@ -313,13 +312,15 @@ class Tracer:
                 continue
             ident = self.threads.ident(tid.value)
             frames = sys._current_frames()
+            taken: tuple[list, str | None, str | None]
             if ident is not None:
                 taken = (*snapshot(frames.get(ident)), None)
             else:  # a library's own thread: where the Python thread that asked the library was
                 taken = asking_thread(frames, self.threads, exclude={threading.get_ident()})
             del frames
-            if lib.ctxlab_served(stack_id):
-                self._served[stack_id] = taken
+            self._served[stack_id] = taken  # before the thread is let go: it may read it at once
+            if not lib.ctxlab_served(stack_id):
+                self._served.pop(stack_id, None)  # it stopped waiting: the thread may have moved on
 
     def _stack(self, stack_id: int) -> tuple[list | None, str | None, str | None]:
         known = self._stacks.get(stack_id)

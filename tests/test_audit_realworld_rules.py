@@ -327,3 +327,15 @@ def test_the_exchange_hook_wraps_a_consumer_imported_after_it_and_puts_it_back(t
     (note,) = notes
     assert note["consumer"] == "fakelib_ctx.take" and note["start"] == 42 and note["stack"]
     assert not getattr(module.take, "__ctxlab_exchange__", False)  # the original is back
+
+
+def test_what_the_protocol_orders_inside_the_consumers_call_counts():
+    ev = Events()
+    ev.driver("cuLaunchKernel", 100, context=PRIMARY, args={"function": 1, "stream": 0xA0})
+    note = ev.observed("HANDOVER", 200, line=36, consumer="torch.from_dlpack", protocol="DLPack (__dlpack__)")
+    ev.driver("cuStreamSynchronize", 210, context=PRIMARY, args={"stream": 0xA0})  # the producer waits, inside
+    assert rule(ev.events, "unordered-handover")  # a note without its end: the call's inside is not known
+    note["end"] = 250
+    assert not rule(ev.events, "unordered-handover")
+    ev.driver("cuLaunchKernel", 220, context=PRIMARY, args={"function": 2, "stream": 0xB0})  # the consumer's own
+    assert not rule(ev.events, "unordered-handover")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.abc
-import importlib.machinery
 import sys
 import threading
 from collections.abc import Callable
@@ -31,11 +30,15 @@ CONSUMERS: dict[str, tuple[str, ...]] = {
 HANDOVER = "HANDOVER"
 
 
-def describe(obj) -> dict | None:
+def describe(obj, dlpack_first: bool = False) -> dict | None:
     """What a hand-over passes: the protocol and what it says about the producer's stream; None for an
-    object that is no foreign GPU array (a list, a NumPy array, the library's own array)."""
+    object that is no foreign GPU array (a list, a NumPy array, the library's own array). ``dlpack_first``:
+    the consumer is a from_dlpack, which asks ``__dlpack__`` (with its stream) before anything else."""
     if type(obj).__name__ == "PyCapsule":
         return {"protocol": "a DLPack capsule", "why": "a capsule carries no stream: nothing orders the consumer"}
+    if dlpack_first and hasattr(type(obj), "__dlpack__"):
+        return {"protocol": "DLPack (__dlpack__)", "why": "the producer orders only its current stream before the "
+                "consumer's", "producer": type(obj).__module__.split(".")[0]}
     interface = getattr(type(obj), "__cuda_array_interface__", None) and getattr(obj, "__cuda_array_interface__",
                                                                                None)
     if isinstance(interface, dict):
@@ -91,18 +94,25 @@ class ExchangeHook:
     def _wrapper(self, consumer: str, original):
         hook = self
 
+        dlpack_first = consumer.endswith("from_dlpack")
+
         @functools.wraps(original)
         def consume(obj=None, *args, **kwargs):
+            note = None
             try:
-                seen = describe(obj)
+                seen = describe(obj, dlpack_first)
                 if seen is not None:
-                    hook.count += 1
-                    hook._note({"domain": "audit", "name": HANDOVER, "consumer": consumer, **seen,
-                                "tid": threading.get_native_id(), "start": hook._timestamp(),
-                                "stack": user_stack(skip=1)})
+                    note = {"domain": "audit", "name": HANDOVER, "consumer": consumer, **seen,
+                            "tid": threading.get_native_id(), "start": hook._timestamp(), "stack": user_stack(skip=1)}
             except Exception:  # noting must never change what the program's call does
-                pass
-            return original(obj, *args, **kwargs)
+                note = None
+            try:
+                return original(obj, *args, **kwargs)
+            finally:
+                if note is not None:  # noted at its end: what the protocol ordered inside the call counts
+                    hook.count += 1
+                    note["end"] = hook._timestamp()
+                    hook._note(note)
 
         consume.__ctxlab_exchange__ = True  # type: ignore[attr-defined]
         return consume
@@ -120,14 +130,14 @@ class _Finder(importlib.abc.MetaPathFinder):
         if fullname not in CONSUMERS or getattr(self._busy, "on", False):
             return None
         self._busy.on = True
-        try:
-            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-            if spec is None:
-                for finder in sys.meta_path:
-                    if finder is not self and hasattr(finder, "find_spec"):
-                        spec = finder.find_spec(fullname, path, target)
-                        if spec is not None:
-                            break
+        spec = None
+        try:  # the finders after this one, in the import system's order (numba-cuda redirects numba.cuda)
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
         finally:
             self._busy.on = False
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
@@ -146,20 +156,24 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def pending_work(stream_events: list[dict], at: int) -> dict[int, int]:
-    """Launches and asynchronous copies on non-default streams before ``at`` that nothing ordered before it:
+def pending_work(stream_events: list[dict], at: int, until: int | None = None) -> dict[int, int]:
+    """Launches and asynchronous copies on non-default streams before ``at`` that nothing ordered by ``until``
+    (the hand-over's end: what the protocol did inside the consumer's call counts):
     stream handle -> how many. A stream is ordered up to a cuStreamSynchronize of it, a context or device
     synchronisation, or an event recorded on it that was then synchronised or waited for."""
     pending: dict[int, list[int]] = {}
     recorded: dict[int, tuple[int, int]] = {}  # event -> (stream, when recorded)
+    until = at if until is None else until
     for e in stream_events:
-        if e.get("start", 0) >= at:
+        if e.get("start", 0) >= until:
             break
         name, args = e.get("name", ""), e.get("args") or {}
         stream = args.get("stream", 0)
         if e.get("domain") != "driver":
             continue
         if name.startswith(("cuLaunch", "cuMemcpy", "cuMemset")) and stream not in (0, 1, 2):
+            if e.get("start", 0) >= at:
+                continue  # work the consumer queued itself
             pending.setdefault(stream, []).append(e.get("start", 0))
         elif name.startswith("cuStreamSynchronize") and stream:
             pending.pop(stream, None)

@@ -30,7 +30,8 @@ from ctxlab.audit.rules_lifetimes import context_leak, stray_context, used_after
 
 # Functions whose calls carry the user's stack in an audit besides the tracer's context functions and every
 # failing call (and the first call of each function per thread and context).
-AUDIT_CALLBACKS = ("cuMemAlloc_v2", "cuMemAlloc", "cuCtxSynchronize", "cudaDeviceReset")
+AUDIT_CALLBACKS = ("cuMemAlloc_v2", "cuMemAlloc", "cuCtxSynchronize", "cudaDeviceReset", "cuStreamCreate",
+                   "cuStreamCreateWithPriority", "cuEventCreate", "cuEventRecord", "cuEventRecordWithFlags")
 
 
 @dataclass(frozen=True)

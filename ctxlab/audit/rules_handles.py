@@ -108,7 +108,7 @@ def unordered_handover(s: Stream) -> list[Hit]:
     for e in s.observed:
         if e.get("name") != HANDOVER:
             continue
-        pending = pending_work(s.calls, e.get("start", 0))
+        pending = pending_work(s.calls, e.get("start", 0), e.get("end"))
         if not pending:
             continue
         streams = ", ".join(f"{n} on stream {stream:#x}" for stream, n in sorted(pending.items()))
