@@ -6,10 +6,11 @@ The result is made from a recorded one (``--source``, labs/results/migrate.json 
 observations are the smallest, so a file of a given size holds the most of them): every run's
 observations are repeated, as they are, until the file is as large as ``--size`` allows, written
 compact (more observations to the byte than ctxlab's indented files). Then ``ctxlab show FILE`` (the
-table), ``ctxlab show FILE --format json`` and ``ctxlab show FILE --steps`` run as child processes,
-``--runs`` times each, their output going to a file; each child's wall time and peak resident memory
-(``os.wait4``: the child's own ``ru_maxrss``, what ``getrusage(RUSAGE_CHILDREN)`` takes the largest of)
-are recorded. Exit status 1 when a figure is over the goal, 2 for a bad argument (one line).
+table) and ``ctxlab show FILE --format json``, held to the goal, and beside them ``--steps``, ``--html``
+and ``--format markdown`` run as child processes, ``--runs`` times each, their output going to a file;
+each child's wall time and peak resident memory (``os.wait4``: the child's own ``ru_maxrss``, what
+``getrusage(RUSAGE_CHILDREN)`` takes the largest of) are recorded. Exit status 1 when the table or the
+JSON is over the goal, 2 for a bad argument (one line).
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SOURCE = os.path.join(ROOT, "labs", "results", "migrate.json")
 GOAL_SECONDS = 10.0
 GOAL_MB = 500.0
-FORMATS = {"table": [], "json": ["--format", "json"], "steps": ["--steps"]}  # steps: the table with its step tables
+# What runs: show's arguments (REPORT: the report's path, where it is not standard output).
+FORMATS = {"table": [], "json": ["--format", "json"], "steps": ["--steps"], "html": ["--html", "REPORT"],
+           "markdown": ["--format", "markdown"]}
+GOAL_FORMATS = ("table", "json")  # what issue 26 holds to the goal; the others are recorded beside them
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -90,8 +94,13 @@ def measure(argv: list[str], out_path: str) -> tuple[float, float, int]:
 
 
 def check_output(fmt: str, out_path: str, observations: int) -> None:
-    """The report is there: the table ends with its summary, the JSON holds every observation."""
-    if fmt == "json":
+    """The report is there: the table ends with its summary, the JSON holds every observation, the page
+    draws, the Markdown has its claims."""
+    if fmt in ("html", "markdown"):
+        with open(out_path, encoding="utf-8") as handle:
+            if ("<svg" if fmt == "html" else "| verdict | claim |") not in handle.read():
+                raise SystemExit(f"render_large: the {fmt} report is not what show writes")
+    elif fmt == "json":
         with open(out_path, encoding="utf-8") as handle:
             document = json.load(handle)
         found = sum(len(r["observations"]) for r in document.get("runs", [document]))
@@ -136,28 +145,33 @@ def main() -> int:
         limit = [] if report["file_bytes"] <= 64 * 2**20 else ["--max-size", str(report["file_bytes"])]
         for fmt, extra in FORMATS.items():
             out_path = os.path.join(tmp, f"report.{fmt}")
+            argv = [out_path if arg == "REPORT" else arg for arg in extra]
+            stdout = out_path + ".stdout" if "REPORT" in extra else out_path
             times, peaks = [], []
             for _ in range(args.runs):
-                seconds, peak, status = measure([sys.executable, "-m", "ctxlab", "show", path, *extra, *limit],
-                                                out_path)
+                seconds, peak, status = measure([sys.executable, "-m", "ctxlab", "show", path, *argv, *limit],
+                                                stdout)
                 if status != 0:
                     raise SystemExit(f"render_large: ctxlab show ({fmt}) exited {status}")
                 times.append(seconds)
                 peaks.append(peak)
             check_output(fmt, out_path, observations)
             report["formats"][fmt] = {
-                "command": " ".join(["ctxlab show FILE", *extra, *limit]),
+                "command": " ".join(["ctxlab show FILE", *extra, *limit]).replace("REPORT", f"report.{fmt}"),
                 "seconds": [round(t, 3) for t in times], "median_seconds": round(statistics.median(times), 3),
-                "peak_rss_mb": round(max(peaks), 1), "report_bytes": os.path.getsize(out_path)}
+                "peak_rss_mb": round(max(peaks), 1), "report_bytes": os.path.getsize(out_path),
+                "within_goal": statistics.median(times) <= GOAL_SECONDS and max(peaks) <= GOAL_MB}
     import resource
 
     report["peak_rss_mb_all_children"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
-    report["within_goal"] = all(f["median_seconds"] <= GOAL_SECONDS and f["peak_rss_mb"] <= GOAL_MB
-                                for f in report["formats"].values())
+    report["goal_formats"] = list(GOAL_FORMATS)
+    report["within_goal"] = all(report["formats"][fmt]["within_goal"] for fmt in GOAL_FORMATS)
     print(f"{report['file_bytes'] / 2**20:.1f} MiB, {observations} observations from {report['source']}")
     for fmt, figures in report["formats"].items():
-        print(f"show {fmt:5}  median {figures['median_seconds']:6.2f} s  peak {figures['peak_rss_mb']:7.1f} MB")
-    print(f"goal {GOAL_SECONDS:.0f} s and {GOAL_MB:.0f} MB: {'met' if report['within_goal'] else 'NOT met'}")
+        print(f"show {fmt:8}  median {figures['median_seconds']:6.2f} s  peak {figures['peak_rss_mb']:7.1f} MB"
+              f"{'' if figures['within_goal'] else '  (over the goal)'}")
+    print(f"goal {GOAL_SECONDS:.0f} s and {GOAL_MB:.0f} MB for {' and '.join(GOAL_FORMATS)}: "
+          f"{'met' if report['within_goal'] else 'NOT met'}")
     if args.json:  # ctxlab's one writer: replaced atomically, never half-written
         from ctxlab.output import write_outputs
 

@@ -90,3 +90,13 @@ def test_steps_tables_are_bounded_and_say_where_the_rest_is():
 def test_recorded_step_tables_are_whole():
     runs = parse_runs(recorded("check.json"), "check.json")
     assert "more steps" not in render(runs, "table", width=200, steps=True)
+
+
+def test_the_timeline_page_draws_the_first_steps_of_a_long_scenario():
+    from ctxlab.report.timeline import STEPS, render_html
+
+    step = {"step": "s", "thread": "t", "context_id": 1, "context": 42, "what": "seen", "value": {}, "scenario": "x"}
+    page = render_html(parse_runs(run(observations=[{**step, "round": i} for i in range(STEPS + 3)]), "r"))
+    assert page.count('<g class="cell"') == STEPS and f"the first {STEPS:,} drawn, 3 more" in page
+    short = render_html(parse_runs(run(observations=[step] * 5), "r"))
+    assert short.count('<g class="cell"') == 5 and "drawn" not in short

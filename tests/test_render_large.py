@@ -35,7 +35,7 @@ def test_a_small_run_writes_its_figures(tmp_path):
     assert done.returncode == 0, done.stderr
     figures = json.loads(out.read_text())
     assert 0 < figures["file_bytes"] <= 512 * 1024 and figures["observations"] > 75
-    assert set(figures["formats"]) == {"table", "json", "steps"} and figures["within_goal"] is True
+    assert set(figures["formats"]) == {"table", "json", "steps", "html", "markdown"} and figures["within_goal"] is True
     for fmt in figures["formats"].values():
         assert len(fmt["seconds"]) == 1 and fmt["peak_rss_mb"] > 0 and fmt["report_bytes"] > 0
 

@@ -3,13 +3,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ctxlab.record import LabResult
-from ctxlab.report.escape import markdown as md
+from ctxlab.report.escape import markdown
 from ctxlab.report.text import cell, context_label, environment_line, figure, lab_views, short, verdict_counts
+
+
+def _remembered(escape: Callable[[object], str], most: int = 50_000) -> Callable[[object], str]:
+    """``escape``, answering a short string it has seen from memory: a large result's steps repeat their
+    scenario, thread, step and context thousands of times."""
+    seen: dict[str, str] = {}
+
+    def call(text: object) -> str:
+        if type(text) is not str or len(text) > 200:
+            return escape(text)
+        out = seen.get(text)
+        if out is None:
+            if len(seen) >= most:
+                seen.clear()
+            out = seen[text] = escape(text)
+        return out
+
+    return call
 
 
 def render_markdown(runs: list[LabResult], timeline: bool = True) -> str:
     """The runs as Markdown: verdicts, figures and errors, then the step tables unless ``timeline`` is False."""
+    md = _remembered(markdown)
     lines: list[str] = []
     for run in runs:
         lines += [f"## {md(run.lab)}", "",

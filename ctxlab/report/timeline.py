@@ -5,7 +5,9 @@ a cell per recorded step, coloured by the context the thread had current.
 Works from the record alone (each observation's thread, context id, step and
 scenario): migrate's baton passing reads as cells of one colour hopping from
 lane to lane, refcount's states as the colour changing (or going grey: no
-context) from step to step.
+context) from step to step. A scenario draws its first ``STEPS`` steps (a
+recorded lab has a few dozen; a drawing of a quarter of a million is no
+picture, and no browser lays it out), and says how many more there are.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#e15759", "#76b7b2", "#e
            "#bab0ac")
 NO_CONTEXT = "#e4e4e4"
 CELL_W, CELL_H, GAP, LANE_LABEL_W, HEADER_H = 44, 30, 6, 130, 96
+STEPS = 2000  # steps drawn per scenario
 
 CSS = """
 body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #222; }
@@ -140,9 +143,12 @@ def render_run(run: LabResult) -> str:
            f'what was recorded.</p>']
     for name, observations in _scenarios(run.observations).items():
         threads = len({o.thread for o in observations})
+        drawn = "" if len(observations) <= STEPS else (
+            f"; the first {STEPS:,} drawn, {len(observations) - STEPS:,} more in the result file "
+            "(ctxlab show FILE --format json or markdown has every one)")
         out.append(f'<h2>{escape.html(name)}</h2><p class="note">{threads} thread(s), '
-                   f'{len(observations)} step(s)</p>')
-        out.append(scenario_svg(name, observations))
+                   f'{len(observations)} step(s){escape.html(drawn)}</p>')
+        out.append(scenario_svg(name, observations[:STEPS]))
     out.append("</section>")
     return "".join(out)
 
