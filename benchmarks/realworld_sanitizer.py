@@ -86,10 +86,16 @@ def write(rows: list[dict], table_path: str | None, path: str) -> None:
             peer = by_program.get(row["program"])
             if peer is not None:
                 row["sanitizer"] = {k: peer[k] for k in ("api_errors", "leaks", "leaked_bytes", "finished")}
-                row["audit_covers_sanitizer"] = (not peer["reports_hazard"] or bool(row["matched"])
-                                                 or any(f["severity"] in ("error", "warning") for f in row["found"]))
-        table["sanitizer_reports"] = sum(r["reports_hazard"] for r in rows)
-        table["audit_covers_sanitizer"] = sum(1 for r in table["programs"] if r.get("audit_covers_sanitizer"))
+                if row["kind"] == "hazard":  # the audit names the hazard at its line where the sanitizer saw it
+                    row["audit_covers_sanitizer"] = not peer["reports_hazard"] or (bool(row["matched"])
+                                                                                    and not row["missed"])
+        hazards = [r for r in table["programs"] if r["kind"] == "hazard" and "sanitizer" in r]
+        table["sanitizer_reports_on_hazards"] = sum(bool(r["sanitizer"]["api_errors"] or r["sanitizer"]["leaks"])
+                                                    for r in hazards)
+        table["audit_covers_sanitizer_on_hazards"] = sum(bool(r.get("audit_covers_sanitizer")) for r in hazards)
+        table["sanitizer_reports_on_clean"] = sum(bool(r["sanitizer"]["api_errors"] or r["sanitizer"]["leaks"])
+                                                  for r in table["programs"] if r["kind"] == "clean"
+                                                  and "sanitizer" in r)
         out["table"] = table
     from ctxlab.record import atomic_write
 

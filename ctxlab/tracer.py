@@ -95,14 +95,25 @@ def _loaded_library(fragment: str) -> str | None:
 
 
 def _param_info_address() -> int:
-    """cuFuncGetParamInfo's address (CUDA 12.4+), for the launch arguments; 0 where there is none."""
+    """cuFuncGetParamInfo's address (CUDA 12.4+), for the launch arguments; 0 where there is none. Taken from
+    cuda.bindings' cuGetProcAddress, else from the driver library's symbol (only its address: the C callback
+    calls it)."""
     try:
         from cuda.bindings import driver
 
-        err, pfn, _status = driver.cuGetProcAddress(b"cuFuncGetParamInfo", 12040,
-                                                    driver.CUflags.CU_GET_PROC_ADDRESS_DEFAULT)
-        return int(pfn) if int(err) == 0 else 0
+        for symbol in ("cuFuncGetParamInfo", b"cuFuncGetParamInfo"):
+            try:  # flags 0: CU_GET_PROC_ADDRESS_DEFAULT
+                err, pfn, _status = driver.cuGetProcAddress(symbol, 12040, 0)
+            except TypeError:
+                continue
+            if int(err) == 0 and int(pfn):
+                return int(pfn)
     except Exception:
+        pass
+    try:
+        path = _loaded_library("libcuda.so") or "libcuda.so.1"
+        return native.address(ctypes.CDLL(path).cuFuncGetParamInfo)
+    except (OSError, AttributeError):
         return 0
 
 
@@ -390,7 +401,7 @@ class Tracer:
         for e in events:
             self._last_seen[e["tid"]] = max(self._last_seen.get(e["tid"], 0), e.get("end", e["start"]))
         for tid, last in self._last_seen.items():  # a thread that made calls and is gone: its stack went with it
-            if tid not in alive and tid not in self._ended and self.threads.names.get(tid):
+            if self.stacks and tid not in alive and tid not in self._ended and self.threads.names.get(tid):
                 self._ended.add(tid)
                 events.append({"domain": "audit", "name": "THREAD_ENDED", "tid": tid, "start": last + 1})
         if self.annotate is not None and events:

@@ -84,6 +84,12 @@ OTHER_KINDS = {
         lambda d: {"environment", "file_bytes", "observations", "formats", "within_goal"} <= d.keys(),
     "what a real Prometheus scraped from ctxlab's metrics (tests/test_prometheus_scrape.py)":
         lambda d: {"prometheus", "node_exporter", "queries"} <= d.keys(),
+    "benchmark figures: threads starting CUDA at once, bare, traced, audited (benchmarks/trace_stress.py)":
+        lambda d: {"environment", "timeout_seconds", "rows", "hung", "failed"} <= d.keys(),
+    "benchmark figures: a PyTorch serving program bare, traced, audited (benchmarks/serving_overhead.py)":
+        lambda d: {"environment", "workers", "requests", "summary", "rows"} <= d.keys(),
+    "the audit's score on examples/realworld beside compute-sanitizer (tests/gpu/test_realworld.py)":
+        lambda d: {"environment", "programs", "hazards", "hazards_found", "clean", "clean_quiet"} <= d.keys(),
 }
 
 

@@ -186,8 +186,11 @@ RULES: tuple[Rule, ...] = (
          "legacy capsule, CAI v2 with no stream) while the producer's work on another stream was not ordered "
          "before it can be read before it is written: silent wrong values.",
          "interop.exchange.torch-to-numba", unordered_handover,
-         "Needs the audit's hand-over records of the consumers it knows; launches made before the hand-over on "
-         "other streams, with no synchronisation or event between, count as pending."),
+         "Needs the audit's hand-over records of the consumers it knows (cupy.asarray/from_dlpack, torch.from_dlpack/"
+         "as_tensor, numba.cuda.as_cuda_array, jax.dlpack.from_dlpack); launches made before the hand-over on other "
+         "streams, with no synchronisation or event between by the consumer's return, count as pending. A JAX array "
+         "handed over through __dlpack__ is ordered by JAX itself (its array waits for its own events) and is not "
+         "judged; the consumer's stream is not known, so work it already waits for by other means may be counted."),
 )
 
 SECONDARY = ("failed-call",)  # judged last, over what no other rule explained

@@ -21,6 +21,9 @@ FOUR = {"CUDA_ERROR_INVALID_CONTEXT": "no or a wrong context", "CUDA_ERROR_INVAL
         "cudaErrorInvalidResourceHandle": "a handle of another context or one destroyed",
         "cudaErrorContextIsDestroyed": "a destroyed context", "cudaErrorInitializationError": "CUDA not initialised",
         "cudaErrorInvalidDevice": "a device that is not there"}
+# Producers whose __dlpack__(stream=...) makes the consumer's stream wait for the array itself, whichever of
+# the producer's streams made it (a JAX array carries its definition events), not just a current stream.
+ORDERED_PRODUCERS = ("jax", "jaxlib")
 PROBES = ("cuCtxGet", "cuDevicePrimaryCtxGetState", "cuPointerGetAttribute", "cuGetProcAddress", "cuFuncGetParamInfo",
           "cuGetExportTable")
 
@@ -108,6 +111,8 @@ def unordered_handover(s: Stream) -> list[Hit]:
     for e in s.observed:
         if e.get("name") != HANDOVER:
             continue
+        if e.get("producer") in ORDERED_PRODUCERS and e.get("protocol", "").startswith("DLPack (__dlpack__"):
+            continue  # its __dlpack__ waits for the array's own readiness, on whatever streams made it
         pending = pending_work(s.calls, e.get("start", 0), e.get("end"))
         if not pending:
             continue

@@ -57,8 +57,8 @@ def to_perfetto(events: list[dict], program: str = "") -> dict:
             uid = e.get("context_uid") or next(iter(ids.get(e["context"]) or []), None)
             if uid:
                 args["context_id"] = uid
-        if e["domain"] == "resource":
-            out.append({"ph": "i", "s": "t", "name": e["name"], "cat": "resource", "pid": HOST_PID, "tid": tid,
+        if e["domain"] in ("resource", "audit"):  # instants: a resource event, what the audit noted
+            out.append({"ph": "i", "s": "t", "name": e["name"], "cat": e["domain"], "pid": HOST_PID, "tid": tid,
                         "ts": _us(e["start"], t0), "args": args})
             continue
         args["status"] = e.get("status")
