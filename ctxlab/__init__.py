@@ -2,8 +2,8 @@
 
 Importing ctxlab never imports CUDA: everything that touches the driver lives
 in ``ctxlab.cuda`` and the labs' scenarios, and is imported lazily. The Python
-API: ``ctxlab.run``, ``ctxlab.check``, ``ctxlab.load``, ``ctxlab.claims``
-(see ``ctxlab.api``).
+API: ``ctxlab.run``, ``ctxlab.check``, ``ctxlab.load``, ``ctxlab.claims``, ``ctxlab.trace``,
+``ctxlab.audit`` (see ``ctxlab.api``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import typing as _typing
 
 __version__ = "0.2.0"
-__all__ = ["run", "check", "load", "claims", "labs", "__version__"]
+__all__ = ["run", "check", "load", "claims", "labs", "trace", "audit", "__version__"]
 
 
 def __dir__() -> list[str]:
@@ -22,6 +22,10 @@ def __dir__() -> list[str]:
 
 def __getattr__(name: str) -> _typing.Any:
     # The API loads on first use, so ``import ctxlab`` and ``ctxlab --help`` stay light.
+    if name in ("trace", "audit"):  # subpackages of these names, callable as the API's functions
+        import importlib
+
+        return importlib.import_module(f"ctxlab.{name}")
     if name in __all__:
         from ctxlab import api
 

@@ -6,6 +6,8 @@
     >>> runs = ctxlab.check(["refcount"], devices=[0])          # one LabResult per lab and GPU
     >>> ctxlab.load("labs/results/check.json")                 # results recorded anywhere
     >>> ctxlab.claims()                                        # the catalogue of claims
+    >>> status, events, stats = ctxlab.trace(argv=["prog.py"])   # a program run in this process, traced
+    >>> report = ctxlab.audit(argv=["prog.py"])                # its hazards (an AuditResult)
 
 The CLI is a thin layer over these functions.
 """
@@ -124,3 +126,23 @@ def claims(lab: str | Iterable[str] | None = None, *, names: Iterable[str] | Non
         chosen = [chosen]
     selected = list(chosen) if chosen is not None else [each.name for each in labs()]
     return tuple(claim for name in selected for claim in get_lab(name).claims)
+
+
+def trace(code: str | None = None, module: str | None = None, argv: Sequence[str] = (), *,
+          calls: str = "context") -> tuple[int, list[dict], dict]:
+    """Run a Python program in this process under the tracer, as ``ctxlab trace`` does: ``code`` (as ``-c``),
+    ``module`` (as ``-m``) or a script ``argv[0]`` with its arguments. Returns its exit status, the recorded
+    events (``ctxlab.trace.calls`` nests them) and the tracer's counts. Raises ``TraceUnavailable`` where
+    tracing cannot start and ``FileNotFoundError`` for a missing script."""
+    from ctxlab.program import trace_program
+
+    status, tracer, stats = trace_program(code, module, list(argv), calls_mode=calls)
+    return status, tracer.events, stats
+
+
+def audit(code: str | None = None, module: str | None = None, argv: Sequence[str] = ()) -> Any:
+    """Run a Python program in this process under the tracer and judge it, as ``ctxlab audit`` does: an
+    ``AuditResult`` (findings, the program's exit status, counts)."""
+    from ctxlab.audit.run import audit_program
+
+    return audit_program(code=code, module=module, argv=list(argv))

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from ctxlab import native
+from ctxlab.native.locate import loaded_library, param_info_address
 from ctxlab.trace_fields import FIELDS, LAUNCH_ARGUMENTS, RUNTIME_FIELDS, named_args
 from ctxlab.tracer_stacks import ThreadNames, asking_thread, snapshot, status_name, user_frames
 
@@ -79,42 +80,6 @@ def callback_names(selection: str = "context") -> list[str]:
     if selection == "all":
         return names
     return [n for n in names if n.startswith(CALLBACK_PREFIXES)]
-
-
-def _loaded_library(fragment: str) -> str | None:
-    """The path of a shared library this process has loaded whose file name contains ``fragment``."""
-    try:
-        with open("/proc/self/maps") as handle:
-            for line in handle:
-                path = line.rstrip("\n").split(maxsplit=5)[-1]
-                if fragment in os.path.basename(path) and path.startswith("/"):
-                    return path
-    except OSError:
-        pass
-    return None
-
-
-def _param_info_address() -> int:
-    """cuFuncGetParamInfo's address (CUDA 12.4+), for the launch arguments; 0 where there is none. Taken from
-    cuda.bindings' cuGetProcAddress, else from the driver library's symbol (only its address: the C callback
-    calls it)."""
-    try:
-        from cuda.bindings import driver
-
-        for symbol in ("cuFuncGetParamInfo", b"cuFuncGetParamInfo"):
-            try:  # flags 0: CU_GET_PROC_ADDRESS_DEFAULT
-                err, pfn, _status = driver.cuGetProcAddress(symbol, 12040, 0)
-            except TypeError:
-                continue
-            if int(err) == 0 and int(pfn):
-                return int(pfn)
-    except Exception:
-        pass
-    try:
-        path = _loaded_library("libcuda.so") or "libcuda.so.1"
-        return native.address(ctypes.CDLL(path).cuFuncGetParamInfo)
-    except (OSError, AttributeError):
-        return 0
 
 
 class _Active:
@@ -194,12 +159,12 @@ class Tracer:
             cupti.get_timestamp()  # loads libcupti, whose functions the C side calls
         except Exception as exc:
             raise TraceUnavailable(f"CUPTI cannot be loaded: {exc}") from None
-        path = _loaded_library("libcupti")
+        path = loaded_library("libcupti")
         if path is None:
             raise TraceUnavailable("CUPTI's library was not found loaded in this process")
         self._cupti_lib = culib = ctypes.CDLL(path)
         self._start_native(lib, native.address(culib.cuptiGetTimestamp), native.address(culib.cuptiGetContextId),
-                           _param_info_address() if self.launch_arguments else 0)
+                           param_info_address() if self.launch_arguments else 0)
         self._configure(cupti, lib)
         culib.cuptiSubscribe.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p]
         culib.cuptiSubscribe.restype = ctypes.c_int

@@ -1,0 +1,45 @@
+"""Where the functions the C callback calls are: a library this process loaded (CUPTI's), and the driver's
+cuFuncGetParamInfo."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+from ctxlab.native import address
+
+
+def loaded_library(fragment: str) -> str | None:
+    """The path of a shared library this process has loaded whose file name contains ``fragment``."""
+    try:
+        with open("/proc/self/maps") as handle:
+            for line in handle:
+                path = line.rstrip("\n").split(maxsplit=5)[-1]
+                if fragment in os.path.basename(path) and path.startswith("/"):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def param_info_address() -> int:
+    """cuFuncGetParamInfo's address (CUDA 12.4+), for the launch arguments; 0 where there is none. Taken from
+    cuda.bindings' cuGetProcAddress, else from the driver library's symbol (only its address: the C callback
+    calls it)."""
+    try:
+        from cuda.bindings import driver
+
+        for symbol in ("cuFuncGetParamInfo", b"cuFuncGetParamInfo"):
+            try:  # flags 0: CU_GET_PROC_ADDRESS_DEFAULT
+                err, pfn, _status = driver.cuGetProcAddress(symbol, 12040, 0)
+            except TypeError:
+                continue
+            if int(err) == 0 and int(pfn):
+                return int(pfn)
+    except Exception:
+        pass
+    try:
+        path = loaded_library("libcuda.so") or "libcuda.so.1"
+        return address(ctypes.CDLL(path).cuFuncGetParamInfo)
+    except (OSError, AttributeError):
+        return 0

@@ -1,0 +1,45 @@
+"""``ctxlab.trace(...)`` and ``ctxlab.audit(...)`` in the Python API (the tracer replaced by one that hands back
+a recorded stream, as in test_audit_cli), and the subpackages of those names still work as modules."""
+
+import pytest
+
+import ctxlab
+from tests.audit_events import WORKER, Events
+from tests.test_audit_cli import FakeTracer
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monkeypatch.setattr("ctxlab.program.Tracer", FakeTracer)
+    monkeypatch.setattr(FakeTracer, "EVENTS", [])
+    return FakeTracer
+
+
+def test_trace_runs_a_program_and_returns_its_status_and_events(fake):
+    ev = Events()
+    ev.driver("cuCtxGetCurrent", 100)
+    fake.EVENTS = ev.events
+    status, events, stats = ctxlab.trace(code="import sys; sys.exit(4)")
+    assert status == 4 and [e["name"] for e in events] == ["cuCtxGetCurrent"] and "program_seconds" in stats
+
+
+def test_audit_returns_the_findings_and_the_programs_status(fake):
+    ev = Events()
+    ev.driver("cuMemAlloc_v2", 100, tid=WORKER, status="CUDA_ERROR_INVALID_CONTEXT", line=21)
+    fake.EVENTS = ev.events
+    result = ctxlab.audit(code="x = 1")
+    assert result.exit_status == 0 and [f.rule for f in result.findings] == ["no-context"] and result.exit_code == 3
+
+
+def test_the_modules_of_the_same_names_keep_their_contents():
+    import ctxlab.audit
+    import ctxlab.trace
+
+    assert ctxlab.trace.calls([]) == [] and callable(ctxlab.trace)
+    assert ctxlab.audit.judge([]) == [] and callable(ctxlab.audit)
+    assert "trace" in ctxlab.__all__ and "audit" in ctxlab.__all__
+
+
+def test_a_missing_script_is_file_not_found(fake):
+    with pytest.raises(FileNotFoundError):
+        ctxlab.trace(argv=["no/such/script.py"])
