@@ -43,7 +43,7 @@ class OneLineUsageError(click.UsageError):
 
     def __init__(self, original: click.UsageError):
         super().__init__(original.format_message(), original.ctx)
-        self.exit_code = original.exit_code
+        setattr(self, "exit_code", original.exit_code)  # noqa: B010 (a class variable in newer Click)
 
     def show(self, file: IO[Any] | None = None) -> None:
         """The error and the hint on one line, control characters written out."""
@@ -119,7 +119,7 @@ class OneLineGroup(click.Group):
             if isinstance(exc, CtxlabError):
                 raise
             error = CtxlabError(exc.format_message())
-            error.exit_code = exc.exit_code
+            setattr(error, "exit_code", exc.exit_code)  # noqa: B010 (a class variable in newer Click)
             raise error from None
 
 
