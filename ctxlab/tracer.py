@@ -89,6 +89,14 @@ class _Active:
     lock = threading.Lock()
 
 
+def renew_locks_after_fork(tracer: Tracer | None) -> None:
+    """In a forked child: the tracer's locks as new (a thread of the parent may have held one at the fork;
+    the C side renews its own in its fork handler)."""
+    _Active.lock = threading.Lock()
+    if tracer is not None:
+        tracer._lock = threading.Lock()
+
+
 class Tracer:
     """Context manager: records API calls and resource events while active; stops on exit, also on error.
 

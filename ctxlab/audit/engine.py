@@ -73,7 +73,8 @@ class Location:
         return {"file": self.file, "line": self.line, "function": self.function}
 
 
-def _frames(stack: Any) -> tuple[Location, ...]:
+def frames(stack: Any) -> tuple[Location, ...]:
+    """A recorded stack (``[file, line, function]`` lists) as Locations; malformed frames left out."""
     out = []
     for frame in stack or ():
         try:
@@ -144,7 +145,7 @@ class Stream:
                 self._runtime.setdefault(e.get("tid"), []).append(e)
         self._stacked: dict[Any, tuple[list[int], list[dict]]] = {}
         for tid, items in self.by_tid.items():
-            with_stack = [e for e in items if _frames(e.get("stack"))]
+            with_stack = [e for e in items if frames(e.get("stack"))]
             self._stacked[tid] = ([e.get("start", 0) for e in with_stack], with_stack)
 
     def enclosing_runtime(self, event: dict) -> dict | None:
@@ -211,14 +212,14 @@ class Stream:
 def locate(hit: Hit, stream: Stream) -> tuple[tuple[Location, ...], str]:
     """The user's stack for a hit, and where it came from (see the module docstring)."""
     if hit.stack:
-        return _frames(hit.stack), hit.location_from or "fork hook"
-    frames = _frames(hit.event.get("stack"))
-    if frames:
-        return frames, "callback"
+        return frames(hit.stack), hit.location_from or "fork hook"
+    found = frames(hit.event.get("stack"))
+    if found:
+        return found, "callback"
     exc = stream.exception_for(hit.event)
-    if exc is not None and _frames(exc.get("stack")):
-        return _frames(exc.get("stack")), "exception"
-    near = _frames(stream.nearby_stack(hit.event))
+    if exc is not None and frames(exc.get("stack")):
+        return frames(exc.get("stack")), "exception"
+    near = frames(stream.nearby_stack(hit.event))
     if near:
         return near, "nearby"
     return (), "none"
@@ -229,9 +230,9 @@ def finding(rule, hit: Hit, stream: Stream) -> Finding:
     stack, source = locate(hit, stream)
     related: list[tuple[str, Location]] = []
     for what, event in hit.related:
-        frames = _frames(event.get("stack"))
-        if frames and (what, frames[0]) not in related:
-            related.append((what, frames[0]))
+        found = frames(event.get("stack"))
+        if found and (what, found[0]) not in related:
+            related.append((what, found[0]))
     calls = tuple(call_text(e) for e in (hit.calls or (hit.event,)))
     missing = "" if stack else str(hit.event.get("stack_missing") or "no call on this thread carried a Python "
                                    "stack (a thread Python did not start, or one that made no traced call)")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ctxlab.audit.engine import NOT_CALLS, Location, Stream, _frames
+from ctxlab.audit.engine import NOT_CALLS, Location, Stream, frames
 from ctxlab.audit.rules import judge
 
 CREATORS = ("cuCtxCreate", "cuGreenCtxCreate", "cuCtxFromGreenCtx")  # a green CUcontext may be made by either
@@ -88,7 +88,7 @@ def judge_test(events: list[dict], before: Snapshot, after: Snapshot,
             continue
         if e["context"] in destroyed:
             continue
-        stack = _frames(maker.get("stack")) or _frames(e.get("stack"))
+        stack = frames(maker.get("stack")) or frames(e.get("stack"))
         problems.append(Problem("context-leak", f"{maker['name']} made context {e['context']:#x} on thread "
                                                 f"{e.get('thread', '?')} and the test did not destroy it", stack))
     if after.current and after.current != before.current and after.current not in primaries:
@@ -101,7 +101,7 @@ def judge_test(events: list[dict], before: Snapshot, after: Snapshot,
         problems.append(Problem("context-left-current",
                                 f"the test left context {after.current:#x} current on its thread (before it: {was})"
                                 + (f"; made current by {setter['name']}" if setter else ""),
-                                _frames(setter.get("stack")) if setter else ()))
+                                frames(setter.get("stack")) if setter else ()))
     for device, active in sorted(before.primary_active.items()):
         if active and after.primary_active.get(device) is False:
             problems.append(Problem("primary-deactivated",

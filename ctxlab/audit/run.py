@@ -21,6 +21,7 @@ from ctxlab.audit.hooks import AuditHooks
 from ctxlab.audit.rules import AUDIT_CALLBACKS, judge
 from ctxlab.program import shown_path, trace_program
 from ctxlab.stacks import traceback_stack
+from ctxlab.tracer import renew_locks_after_fork
 
 EXIT_HAZARD = 3
 
@@ -71,13 +72,8 @@ def _initialised(tracer) -> bool:
 
 
 def _renew_locks(tracer) -> None:
-    """In a forked child: the tracer's locks as new (a thread of the parent may have held one at the fork;
-    the C side renews its own in its fork handler)."""
-    from ctxlab.tracer import _Active
-
-    _Active.lock = threading.Lock()
-    if tracer is not None:
-        tracer._lock = threading.Lock()
+    """In a forked child: the tracer's locks as new."""
+    renew_locks_after_fork(tracer)
 
 
 def tracer_options(hooks: AuditHooks) -> dict:
