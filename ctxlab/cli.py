@@ -354,7 +354,9 @@ def audit(fmt, output, code, module, script_args):
         raise CtxlabError(f"script not found: {exc.filename}") from None
     sys.stdout.flush()
     target = output or STDOUT
-    write_output(target, render(result, fmt))
+    from ctxlab.report.screen import screen_for
+
+    write_output(target, render(result, fmt, screen_for(sys.stdout if target == STDOUT else None)))
     if target != STDOUT:
         say(f"wrote the {fmt} report to {target}")
     say(one_line(summary_line(result)))

@@ -10,7 +10,7 @@ import pytest
 
 from ctxlab.audit import RULES
 from ctxlab.audit.engine import Finding, Location
-from ctxlab.audit.report import AUDIT_FORMATS, render, to_sarif
+from ctxlab.audit.report import AUDIT_FORMATS, render, render_table, to_sarif
 from ctxlab.audit.run import AuditResult
 from tests.hostile import HTML_EVIDENCE, HTML_HOST, TERMINAL_ESCAPES
 
@@ -80,7 +80,9 @@ def test_junit_has_a_case_per_rule_and_a_failure_per_error_rule():
 
 
 def test_table_names_rule_thread_location_and_claim():
-    text = render(result(), "table")
+    from ctxlab.report.screen import Screen
+
+    text = render(result(), "table", Screen(width=200))  # one line each where the screen is wide enough
     assert "ERROR   no-context  thread stranger  examples/hazards/no_context.py:23 in stranger" in text
     assert "ctxlab claims (migrate.driver-call-without-context)" in text
     assert "location unknown" in text and "exited with status 0" in text
@@ -99,3 +101,16 @@ def test_hostile_strings_are_escaped_in_every_format(fmt):
         assert "<script>" not in text and "<img" not in text
     if fmt == "table":
         assert "red" in text and "[bold]markup[/bold]" in text  # shown as text, controls stripped
+
+
+def test_the_table_fits_the_screen_and_colours_severity_only_where_it_may():
+    from ctxlab.report.screen import Screen, text_width
+
+    for width in (60, 80, 200):
+        text = render_table(result(), Screen(width=width))
+        assert all(text_width(line) <= width for line in text.splitlines()), width
+        assert "\x1b[" not in text
+    wide = render_table(result(), Screen(width=200))
+    assert len(wide.splitlines()) < len(render_table(result(), Screen(width=60)).splitlines())
+    coloured = render_table(result(), Screen(width=80, colour=True))
+    assert "\x1b[1;97;41mERROR" in coloured  # an error stands out

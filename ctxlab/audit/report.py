@@ -15,6 +15,7 @@ from ctxlab import __version__
 from ctxlab.audit.engine import Finding
 from ctxlab.audit.rules import RULES, Rule
 from ctxlab.report.escape import one_line, terminal, xml
+from ctxlab.report.screen import Screen, text_width, wrap
 
 AUDIT_FORMATS = ("table", "json", "junit", "sarif")
 SCHEMA = "ctxlab-audit/1"
@@ -29,8 +30,8 @@ def summary_line(result) -> str:
             f"the program exited with status {result.exit_status}")
 
 
-def render(result, fmt: str) -> str:
-    """The audit result in one of AUDIT_FORMATS."""
+def render(result, fmt: str, screen: Screen | None = None) -> str:
+    """The audit result in one of AUDIT_FORMATS (the table fitted to ``screen``)."""
     if fmt == "json":
         return render_json(result)
     if fmt == "junit":
@@ -38,7 +39,7 @@ def render(result, fmt: str) -> str:
     if fmt == "sarif":
         return json.dumps(to_sarif(result), indent=1) + "\n"
     if fmt == "table":
-        return render_table(result)
+        return render_table(result, screen)
     raise ValueError(f"unknown format {fmt!r}: one of {', '.join(AUDIT_FORMATS)}")
 
 
@@ -70,23 +71,42 @@ def _where(f: Finding) -> str:
     return text
 
 
-def render_table(result) -> str:
-    """The audit for people: each finding with its rule, place, stack and explanation."""
-    lines = [f"audit of {one_line(result.program)}"]
+SEVERITY_STYLE = {"error": "error", "warning": "changed", "info": "dim"}  # screen styles: error stands out
+
+
+def render_table(result, screen: Screen | None = None) -> str:
+    """The audit for people: each finding with its rule, place, stack and explanation, folded at word
+    boundaries to the screen's width (80 columns where none is given), the severity coloured where the
+    screen takes colour."""
+    screen = screen or Screen()
+    width = screen.width
+    lines = wrap(terminal(f"audit of {one_line(result.program)}"), width)
     if not result.findings:
         lines.append("  no hazards found")
+
+    def fold(text: str, room: int) -> list[str]:
+        return [text] if text_width(text) <= room else wrap(text, room)  # as written where it fits
+
+    def block(text: str, first: str = "        ", rest: str = "          ") -> None:
+        folded = fold(terminal(one_line(text)), max(20, width - len(rest)))
+        lines.extend((first if i == 0 else rest) + line for i, line in enumerate(folded))
+
     for f in result.findings:
-        lines.append(f"{f.severity.upper():7} {one_line(f.rule)}  thread {one_line(f.thread)}  {one_line(_where(f))}")
-        lines.append(f"        {one_line(f.message)}")
+        head = f"{one_line(f.rule)}  thread {one_line(f.thread)}  {one_line(_where(f))}"
+        tag = f"{f.severity.upper():7}"
+        folded = fold(terminal(head), max(20, width - 8))
+        lines.append(screen.paint(tag, SEVERITY_STYLE.get(f.severity)) + " " + folded[0])
+        lines.extend("        " + line for line in folded[1:])
+        block(f.message)
         if f.calls:
-            lines.append(f"        calls: {one_line('; '.join(f.calls))}")
+            block(f"calls: {'; '.join(f.calls)}")
         for what, loc in f.related:
-            lines.append(f"        {one_line(what)} {one_line(str(loc))}")
+            block(f"{what} {loc}")
         for frame in f.stack[1:4]:
-            lines.append(f"        from {one_line(str(frame))} in {one_line(frame.function)}")
-        lines.append(f"        evidence: ctxlab claims ({one_line(f.claim)})")
-    lines.append(one_line(summary_line(result)))
-    return terminal("\n".join(lines)) + "\n"
+            block(f"from {frame} in {frame.function}")
+        block(f"evidence: ctxlab claims ({f.claim})")
+    lines.extend(wrap(terminal(one_line(summary_line(result))), width))
+    return "\n".join(lines) + "\n"
 
 
 def render_junit(result) -> str:
