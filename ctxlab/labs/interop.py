@@ -119,16 +119,29 @@ def _text(value: Any) -> str:
     return "none" if value is None else str(value)
 
 
+def _together_run(t: dict) -> str:
+    """One repeat of ``together`` for one library, as the evidence names it: what it left current, who owns its
+    allocation (against that run's primary context)."""
+    if not t["present"]:
+        return "not loaded there: " + t["reason"]
+    owner = ("the primary context" if t["pointer_context"] and t["pointer_context"] == t["primary"] else
+             hexed(t["pointer_context"]))
+    current = ("the primary context" if t["primary"] and t["current"] == t["primary"] else
+               f"context {hexed(t['current'])}")
+    return f"{current} current (id {_text(t['current_id'])}), its allocation in {owner}"
+
+
 def facts_primary(lib: str) -> Callable[[Observations], dict]:
-    """Alone: the context left current and the allocation's context against the primary; together: the same."""
+    """Alone: the context left current and the allocation's context against the primary; together: the same, in
+    every repeat of ``together`` (each one a fresh process)."""
 
     def facts(obs: Observations) -> dict:
         alone = [o.value for o in some(obs, "library context", f"alone-{lib}")]
         together = [o.value for o in some(obs, "together", "together") if o.value["library"] == lib]
         if not together:
             raise MissingObservation(f"together: no entry for {lib}")
-        t = together[0]
         a = alone[0]
+        loaded = [t for t in together if t["present"]]
         return {"library": TITLES[lib], "version": a.get("version") or "unknown",
                 "current": hexed(a["current"]), "current_id": _text(a["current_id"]),
                 "primary": hexed(a["primary"]), "primary_id": _text(a["primary_id"]),
@@ -136,12 +149,10 @@ def facts_primary(lib: str) -> Callable[[Observations], dict]:
                 "alone_pointer": sum(1 for v in alone if v["pointer_context"] and v["pointer_context"] == v["primary"]),
                 "alone_runs": len(alone), "pointer_context": hexed(a["pointer_context"]),
                 "reported": f"; the library reports context {hexed(a['reported'])}" if a.get("reported") else "",
-                "together": ("not loaded there: " + t["reason"]) if not t["present"] else
-                (f"current context {hexed(t['current'])} (id {_text(t['current_id'])}), primary "
-                 f"{hexed(t['primary'])} (id {_text(t['primary_id'])}), its allocation in context "
-                 f"{hexed(t['pointer_context'])}"),
-                "together_current": (not t["present"]) or (bool(t["primary"]) and t["current"] == t["primary"]),
-                "together_pointer": (not t["present"]) or (bool(t["primary"]) and t["pointer_context"] == t["primary"])}
+                "together": f"over {len(together)} run(s): " + spread(_together_run(t) for t in together),
+                "together_runs": len(together), "together_loaded": len(loaded),
+                "together_primary": sum(1 for t in loaded if t["primary"] and t["current"] == t["primary"]),
+                "together_pointer": sum(1 for t in loaded if t["primary"] and t["pointer_context"] == t["primary"])}
 
     return facts
 
@@ -283,8 +294,9 @@ def _expect_primary(pointer: bool) -> Callable[[Facts], bool]:
     promises that for its allocations; cuda.core's documentation promises only the current context)."""
 
     def expect(f: Facts) -> bool:
-        current = f["alone_primary"] == f["alone_runs"] and f["together_current"]
-        return current and (not pointer or (f["alone_pointer"] == f["alone_runs"] and f["together_pointer"]))
+        current = f["alone_primary"] == f["alone_runs"] and f["together_primary"] == f["together_loaded"]
+        return current and (not pointer or (f["alone_pointer"] == f["alone_runs"]
+                                            and f["together_pointer"] == f["together_loaded"]))
 
     return expect
 

@@ -112,6 +112,25 @@ def repeat_with(what: str, scenario: str, **fields: Any) -> Edit:
     return apply
 
 
+def in_repeat(repeat: int, change: Edit) -> Edit:
+    """Apply ``change`` to the observations of one repeat only (the others stay as recorded, in their places):
+    for claims that must judge every repeat of a scenario, not the first."""
+
+    def apply(observations: list[Observation]) -> list[Observation]:
+        places = [i for i, o in enumerate(observations) if o.repeat == repeat]
+        if not places:
+            raise LookupError(f"the fixture has no repeat {repeat}")
+        changed = change([observations[i] for i in places])
+        if len(changed) != len(places):
+            raise ValueError("in_repeat edits values; it does not add or remove observations")
+        out = list(observations)
+        for i, o in zip(places, changed, strict=True):
+            out[i] = o
+        return out
+
+    return apply
+
+
 def drop(what: str, scenario: str | None = None) -> Edit:
     """Remove every matching observation."""
 

@@ -8,7 +8,7 @@ interface names the stream (the last PyTorch -> Numba case).
 
 from __future__ import annotations
 
-from tests.claim_cases import Case, edit, repeat_with
+from tests.claim_cases import Case, edit, in_repeat, repeat_with
 
 F = "interop.json"
 WRONG = "silent-wrong-result (got 0, expected 1073741824)"
@@ -23,10 +23,13 @@ def _context_case(lib: str, pointer_promised: bool = True) -> Case:
     breaks = [
         edit("library context", f"alone-{lib}", current=OTHER),  # another context current after init
         edit("together", "together", where=_library(lib), current=OTHER),  # moved once the others loaded
+        # `together` runs three times: a foreign context in its last repeat only must break it too
+        in_repeat(2, edit("together", "together", where=_library(lib), current=OTHER)),
     ]
     if pointer_promised:
         breaks += [edit("library context", f"alone-{lib}", pointer_context=OTHER),
-                   edit("together", "together", where=_library(lib), pointer_context=OTHER)]
+                   edit("together", "together", where=_library(lib), pointer_context=OTHER),
+                   in_repeat(2, edit("together", "together", where=_library(lib), pointer_context=OTHER))]
     return Case(F, breaks=breaks)
 
 
