@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import typing as _typing
 
-__version__ = "0.2.0"
+from ctxlab.version import __version__
+
 __all__ = ["run", "check", "load", "claims", "labs", "trace", "audit", "__version__"]
 
 

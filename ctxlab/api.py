@@ -21,7 +21,7 @@ from typing import Any
 from ctxlab.claim import Claim
 from ctxlab.defaults import DEFAULT_MAX_BYTES
 from ctxlab.lab import Lab
-from ctxlab.record import LabResult
+from ctxlab.records.model import LabResult
 
 
 def labs(registry: dict[str, str] | None = None) -> list[Lab]:
@@ -48,7 +48,7 @@ def run(name: str, progress: Callable[[str], None] | None = None,
     chosen = lab.make_options(**options)
     require_device(chosen.device)
     if chosen.trace:
-        from ctxlab.trace import require_cupti
+        from ctxlab.tracer import require_cupti
 
         require_cupti()
     return run_lab(lab, chosen, progress, on_progress)
@@ -79,7 +79,7 @@ def checked_selection(names: Sequence[str] | None, devices: Sequence[int], *, ti
     that is not a lab (``UnknownLab``), an empty or string selection, no device, a bad timeout, jobs or
     repeats (``OptionError``), no GPU or a device that does not exist (``NoGpu``, ``BadDevice``)."""
     from ctxlab.cuda.environment import require_device
-    from ctxlab.lab import OptionError
+    from ctxlab.errors import OptionError
     from ctxlab.labs import LABS, get_lab
 
     registry = registry or LABS
@@ -107,7 +107,7 @@ def checked_selection(names: Sequence[str] | None, devices: Sequence[int], *, ti
 def load(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES) -> list[LabResult]:
     """The runs in a result file (schema ctxlab/1); ``ResultFileError`` for anything else, a file larger
     than ``max_bytes`` (64 MiB by default, at most 1 TiB: it is read whole) included."""
-    from ctxlab.loading import load_runs
+    from ctxlab.records.files import load_runs
 
     return load_runs(path, max_bytes)
 
@@ -116,7 +116,7 @@ def claims(lab: str | Iterable[str] | None = None, *, names: Iterable[str] | Non
     """The catalogue: every claim of every lab, or of ``lab`` (a lab's name or several names), in lab order.
 
     ``names`` is the older name of ``lab``; an unknown name raises ``UnknownLab``."""
-    from ctxlab.lab import OptionError
+    from ctxlab.errors import OptionError
     from ctxlab.labs import get_lab
 
     if lab is not None and names is not None:

@@ -10,6 +10,11 @@ so it can never state a conclusion the values did not decide.
 What cannot be judged is said, never hidden: a judge that raises, or a promise
 whose observation is missing, gives ``error``; a claim whose scenarios were not
 selected, or recorded why they could not run, gives ``skipped`` with the reason.
+A promise may name a ``precondition`` (a predicate over the same facts) under
+which alone it promises anything: where its expectation holds but the
+precondition did not, the verdict is ``skipped`` (never ``holds``), and the
+evidence says which precondition failed, then what was seen. An expectation
+that fails still ``fails``.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxlab.record import KINDS, SILENT_WRONG, ClaimResult, Observation
+from ctxlab.records.model import ClaimResult, Observation
+from ctxlab.records.schema import KINDS, SILENT_WRONG
 
 Facts = Mapping[str, Any]
 Observations = Sequence[Observation]
@@ -50,6 +56,8 @@ class Claim:
     facts: Callable[[Observations], Facts]
     evidence: str
     expect: Callable[[Facts], bool] | None = None
+    precondition: Callable[[Facts], bool] | None = None
+    unmet: str = ""  # a str.format template over the facts: why the precondition did not hold
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -58,6 +66,8 @@ class Claim:
             raise ValueError(f"{self.id}: a {self.kind} claim {'needs' if self.expect is None else 'takes no'} expect")
         if not self.scenarios:
             raise ValueError(f"{self.id}: name the scenarios that decide it")
+        if (self.precondition is None) != (not self.unmet) or (self.precondition and self.expect is None):
+            raise ValueError(f"{self.id}: a precondition needs an expectation and an 'unmet' template, and the reverse")
 
     def result(self, observations: Observations, ran: Collection[str] | None = None) -> ClaimResult:
         """Judge over ``observations``; ``ran`` names the scenarios this run included (None: all)."""
@@ -77,6 +87,8 @@ class Claim:
             if self.expect is None:
                 return "observed", evidence
             kept = bool(self.expect(facts))
+            if kept and self.precondition is not None and not self.precondition(facts):
+                return "skipped", f"precondition not met: {self.unmet.format(**facts)}; seen: {evidence}"
         except Inapplicable as exc:
             return "skipped", str(exc)
         except MissingObservation as exc:

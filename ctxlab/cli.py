@@ -15,7 +15,6 @@ import time
 
 import click
 
-from ctxlab import __version__
 from ctxlab.cli_fleet import check_reports, fleet_check
 from ctxlab.cli_help import LazyHelpCommand, audit_help
 from ctxlab.cli_options import (
@@ -45,6 +44,7 @@ from ctxlab.cli_types import (
 )
 from ctxlab.labs import LABS as _LAB_NAMES
 from ctxlab.report import FORMATS
+from ctxlab.version import __version__
 
 __all__ = ["cli", "main", "CtxlabError", "ProgramRan", "EXIT_FAILS", "EXIT_USAGE", "device_option", "trace_option",
            "repeats_option", "HandoffProgress", "say", "emit"]
@@ -120,8 +120,8 @@ def show(file: str, fmt: str, output: str | None, steps: bool, full: bool, html_
     one line and exit status 2. Exits 0 after rendering, or with --check 1
     when the recorded run failed. Every output is written, or none.
     """
-    from ctxlab.loading import load_runs
     from ctxlab.output import STDOUT, check_outputs, write_outputs
+    from ctxlab.records.files import load_runs
 
     reports = [(fmt, output or STDOUT)] if output or not html_path or fmt != "table" else []
     if html_path:
@@ -481,8 +481,8 @@ def check(devices, only, timeout, jobs, repeats, fmt, output, steps, full, json_
     each run records the driver variables it was given.
     """
     import ctxlab.api
-    from ctxlab.loading import load_runs
     from ctxlab.output import check_outputs, write_outputs
+    from ctxlab.records.files import load_runs
     from ctxlab.report.escape import one_line
     from ctxlab.report.summary import drift_line
     from ctxlab.suite import drift, profile_lines, progress_line, select_labs

@@ -61,7 +61,7 @@ def check_reports(runs: list, drifted: list[dict] | None, reports: list[tuple[st
     """(path, text) for each report check writes: json holds every run, markdown is the CI summary,
     openmetrics the textfile collector's metrics."""
     from ctxlab.cli_report import screen_of
-    from ctxlab.record import dumps
+    from ctxlab.records.model import dumps
     from ctxlab.report import render
     from ctxlab.report.summary import summary_markdown
 

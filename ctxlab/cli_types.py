@@ -134,10 +134,10 @@ def domain_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from ctxlab.cuda.environment import BadDevice, NoGpu
-        from ctxlab.lab import OptionError
+        from ctxlab.errors import OptionError
         from ctxlab.labs import UnknownLab
         from ctxlab.output import OutputError
-        from ctxlab.record import ResultFileError
+        from ctxlab.records.model import ResultFileError
         from ctxlab.trace import TraceUnavailable
 
         try:

@@ -22,7 +22,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
-from ctxlab.record import LabResult
+from ctxlab.records.model import LabResult
 
 LAB = "check"
 ERROR_KIND = "environment"
@@ -61,8 +61,8 @@ def is_environment_error(run: LabResult) -> bool:
 
 def _found_environment(found: Mapping[str, Any]) -> dict:
     """The environment keys that can be read without a GPU, from what ``doctor`` found."""
-    from ctxlab import __version__
     from ctxlab.cuda.environment import package_version
+    from ctxlab.version import __version__
 
     env: dict[str, Any] = {"hostname": str(found.get("hostname") or socket.gethostname()),
                            "ctxlab": __version__, "python": str(found.get("python") or platform.python_version()),

@@ -17,7 +17,8 @@ import sys
 import time
 
 from ctxlab.envrecord import is_environment_error
-from ctxlab.record import FAILING, LabResult
+from ctxlab.records.model import LabResult
+from ctxlab.records.schema import FAILING
 
 OK, PROBLEM, UNKNOWN = 0, 1, 2
 
@@ -60,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-age", type=float, default=None, help="seconds after which the file is stale")
     parser.add_argument("--limit", type=int, default=240, help="characters of the line at most")
     args = parser.parse_args(argv)
-    from ctxlab.loading import load_runs
-    from ctxlab.record import ResultFileError
+    from ctxlab.records.files import load_runs
+    from ctxlab.records.model import ResultFileError
 
     try:
         age = time.time() - os.stat(args.result).st_mtime

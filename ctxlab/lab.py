@@ -16,15 +16,7 @@ from typing import Any
 
 from ctxlab.claim import Claim
 from ctxlab.defaults import DEFAULT_REPEATS
-
-
-class OptionError(ValueError):
-    """An option value out of range: one line naming the Python parameter (``threads``); ``cli`` is the same
-    line naming the command-line option (``--threads``), which the CLI shows instead."""
-
-    def __init__(self, message: str, cli: str | None = None):
-        super().__init__(message)
-        self.cli = cli or message
+from ctxlab.errors import OptionError
 
 
 class Isolation(StrEnum):

@@ -1,137 +1,17 @@
-"""Reading result files safely: they are data from other machines, so any bytes may arrive.
-
-Every failure is a ``ResultFileError`` with one line naming the file: too large
-(the limit bounds what is read into memory), not UTF-8, not JSON, nested deeper
-than the schema allows, or the wrong shape (``ctxlab.shapes``).
-"""
+"""Reading result files safely: moved to ``ctxlab.records.files``; this import path forwards to it."""
 
 from __future__ import annotations
 
-import json
-import os
-import re
-from typing import Any
+from ctxlab.records.files import (
+    LIMIT_HINT,
+    MAX_DIGITS,
+    check_limit,
+    decode_json,
+    load_runs,
+    nesting_depth,
+    read_bounded,
+    size_text,
+)
 
-from ctxlab.defaults import DEFAULT_MAX_BYTES
-from ctxlab.record import LabResult, ResultFileError
-from ctxlab.shapes import MAX_DEPTH, runs_from_document
-
-
-def size_text(n: int) -> str:
-    """A byte count as people read it: 64 MiB, 3.0 GiB, 512 bytes."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            value = n / scale
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    return f"{n} bytes"
-
-
-LIMIT_HINT = "max_bytes raises it"  # the API's parameter; the CLI names its --max-size instead
-
-
-def check_limit(max_bytes: object) -> int:
-    """``max_bytes`` as a size limit: a whole number from 1 byte to 1 TiB (a result is read whole)."""
-    from ctxlab.lab import OptionError
-
-    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or not 0 < max_bytes <= 2**40:
-        raise OptionError(f"max_bytes: {max_bytes!r} is not a size in bytes from 1 to 2**40 (1 TiB)")
-    return max_bytes
-
-
-def read_bounded(path: str, max_bytes: int = DEFAULT_MAX_BYTES, limit_hint: str = LIMIT_HINT) -> bytes:
-    """The file's bytes, refusing more than ``max_bytes`` (checked on the size, then on what is read);
-    ``limit_hint`` says in the refusal how to raise the limit."""
-    max_bytes = check_limit(max_bytes)
-    if not path:
-        raise ResultFileError("'': empty file name: give the path of a result file")
-    limit = f"larger than the limit of {size_text(max_bytes)} ({limit_hint})"
-    try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size > max_bytes:
-                raise ResultFileError(f"{path}: {size_text(size)} is {limit}")
-            data = handle.read(max_bytes + 1)  # a device or pipe has no size: bound the read itself
-    except IsADirectoryError:
-        raise ResultFileError(f"{path}: cannot read (is a directory)") from None
-    except OSError as exc:
-        raise ResultFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if len(data) > max_bytes:
-        raise ResultFileError(f"{path}: more than {size_text(max_bytes)}, {limit}")
-    return data
-
-
-# What can open or close a string or a nesting level; everything else is dropped before the depth is counted.
-_NOT_STRUCTURAL = bytes(b for b in range(256) if b not in b'"[]{}')
-# A string once only quotes and brackets are left (an unterminated one runs to the end).
-_STRING = re.compile(rb'"[^"]*"?')
-
-
-def nesting_depth(data: bytes) -> int:
-    """How deep arrays and objects nest in JSON text, brackets inside strings not counted.
-
-    Linear, and bounded in memory by a copy or two of ``data``: only the escapes ``\\\\`` and ``\\"`` can
-    hide a quote, so they go first (left to right, pairing backslashes as a reader does); then all but
-    quotes and brackets; then every ``""`` (an empty string, or two strings side by side: either way no
-    bracket changes sides); what is left between quotes is the few strings that hold brackets."""
-    import numpy as np
-
-    reduced = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURAL)
-    brackets = _STRING.sub(b"", reduced.replace(b'""', b""))
-    if not brackets:
-        return 0
-    codes = np.frombuffer(brackets, dtype=np.uint8)
-    steps = np.where((codes == ord("[")) | (codes == ord("{")), 1, -1).astype(np.int32)
-    return int(np.cumsum(steps, dtype=np.int64).max())
-
-
-MAX_DIGITS = 40  # an integer a record holds (a handle, a count) has at most 20
-
-
-class _NotANumber(ValueError):
-    """A number token JSON or ctxlab does not take; the message says which."""
-
-
-def _refuse_constant(token: str):
-    raise _NotANumber(f"{token} is not a number JSON allows")
-
-
-def _finite_float(token: str) -> float:
-    value = float(token)
-    if value in (float("inf"), float("-inf")):
-        raise _NotANumber(f"{token[:20]} is too large for a number")
-    return value
-
-
-def _bounded_int(token: str) -> int:
-    if len(token.lstrip("-")) > MAX_DIGITS:
-        raise _NotANumber(f"an integer of {len(token.lstrip('-'))} digits is longer than the {MAX_DIGITS} allowed")
-    return int(token)
-
-
-def decode_json(data: bytes, origin: str) -> Any:
-    """Strict UTF-8 JSON without NaN or infinities, nested no deeper than the schema allows."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ResultFileError(f"{origin}: not UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start})") from None
-    depth = nesting_depth(data)
-    if depth > MAX_DEPTH:
-        raise ResultFileError(f"{origin}: nested deeper than the {MAX_DEPTH} levels a result file may have "
-                              f"({depth} levels)")
-    del data  # the caller passes its bytes on: the text and what it decodes to need the room
-    try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
-    except _NotANumber as exc:
-        raise ResultFileError(f"{origin}: not JSON: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ResultFileError(f"{origin}: not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
-    except RecursionError:  # a backstop: the depth check above should have refused it
-        raise ResultFileError(f"{origin}: nested too deep to read") from None
-
-
-def load_runs(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES,
-              limit_hint: str = LIMIT_HINT) -> list[LabResult]:
-    """The runs in a result file (schema ctxlab/1), or ResultFileError with one line naming the file."""
-    origin = os.fspath(path)
-    return runs_from_document(decode_json(read_bounded(origin, max_bytes, limit_hint), origin), origin)
-
+__all__ = ["LIMIT_HINT", "MAX_DIGITS", "check_limit", "decode_json", "load_runs", "nesting_depth", "read_bounded",
+           "size_text"]

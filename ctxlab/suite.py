@@ -11,7 +11,6 @@ it exclusively through ``harness.gpu_lock``.
 from __future__ import annotations
 
 import datetime
-import re
 import time
 import traceback
 from collections.abc import Callable
@@ -20,7 +19,8 @@ from ctxlab.harness.pool import Scheduled, critical_path, run_plans
 from ctxlab.harness.runner import plan
 from ctxlab.lab import DEFAULT_REPEATS
 from ctxlab.labs import LABS, get_lab
-from ctxlab.record import LabResult
+from ctxlab.records.evidence import normalize
+from ctxlab.records.model import LabResult
 
 
 def _error_result(name: str, device: int, exc: BaseException, seconds: float) -> LabResult:
@@ -113,19 +113,6 @@ def profile_lines(schedule: list[Scheduled]) -> list[str]:
 
 
 # ---------------------------------------------------------------- drift
-
-_VOLATILE = [
-    (re.compile(r"0x[0-9a-fA-F]{5,}"), "0x…"),       # handles and addresses change every run
-    (re.compile(r"\b\d+\.\d+\b"), "#.#"),             # rates and timings
-]
-
-
-def normalize(evidence: str) -> str:
-    """Evidence with handles, addresses and figures blanked: what drift compares."""
-    for pattern, replacement in _VOLATILE:
-        evidence = pattern.sub(replacement, evidence)
-    return evidence
-
 
 def _key(run: LabResult) -> tuple:
     return (run.lab, run.environment.get("device", run.options.get("device", 0)))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ctxlab.cuda.errors import CudaError, from_exception
-from ctxlab.record import SILENT_WRONG
+from ctxlab.records.schema import SILENT_WRONG
 
 
 def status_name(exc: BaseException) -> str:

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ctxlab.harness.gpu_lock import default_children
 from ctxlab.harness.runner import Job, JobResult, LabPlan, assemble, environment_of, execute
-from ctxlab.record import LabResult
+from ctxlab.records.model import LabResult
 
 
 @dataclasses.dataclass(frozen=True)

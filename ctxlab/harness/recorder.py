@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ctxlab.record import Observation
+from ctxlab.records.model import Observation
 
 
 def plain(value: Any) -> Any:

@@ -25,7 +25,9 @@ from ctxlab.claim import judge
 from ctxlab.harness.gpu_lock import GPU, SLOTS, default_children
 from ctxlab.harness.isolate import ChildUsage, IsolatedFailure, run_isolated
 from ctxlab.lab import Isolation, Lab, LabOptions, Scenario
-from ctxlab.record import SILENT_WRONG, LabResult, Observation
+from ctxlab.records.model import LabResult, Observation
+from ctxlab.records.schema import SILENT_WRONG
+from ctxlab.version import __version__
 
 Progress = Callable[[str], None]
 ScenarioProgress = Callable[[int, int], None]
@@ -91,10 +93,8 @@ def plan(lab: Lab, options: LabOptions) -> LabPlan:
 
 def environment_of(device: int) -> dict:
     """The environment block, read in a child so this process never initialises CUDA."""
-    from ctxlab.labs.common import capture_environment
-
     try:
-        return capture_environment(device)
+        return run_isolated("ctxlab.cuda.environment:capture", device, timeout=60)
     except IsolatedFailure as failure:  # the lab still runs; its record says why the environment is unknown
         return {"device": device, "unknown": f"{failure.kind}: {failure.message}"}
 
@@ -158,8 +158,6 @@ def assemble(planned: LabPlan, environment: dict, results: list[JobResult]) -> L
                 errors.append({"scenario": job.label, **out.to_dict()})
     ran = [s.name for s in planned.scenarios]
     lab = planned.lab
-    from ctxlab import __version__
-
     return LabResult(lab=lab.name, started=planned.started, seconds=time.perf_counter() - planned.t0,
                      environment={**environment, "ctxlab": __version__},  # which judges gave these verdicts
                      options=planned.options.to_dict(), observations=tuple(observations),

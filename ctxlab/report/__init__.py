@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ctxlab.record import LabResult
+    from ctxlab.records.model import LabResult
     from ctxlab.report.screen import Screen
 
 FORMATS = ("table", "json", "junit", "markdown", "openmetrics")
@@ -21,7 +21,7 @@ def render(runs: list[LabResult], fmt: str, width: int | None = None, *, screen:
 
         return render_table(runs, width=width, screen=screen, steps=steps, full=full)
     if fmt == "json":
-        from ctxlab.record import dumps
+        from ctxlab.records.model import dumps
 
         return dumps(runs) + "\n"
     if fmt == "junit":

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 
 from ctxlab.defaults import DEFAULT_MAX_BYTES
-from ctxlab.record import ClaimResult, LabResult
+from ctxlab.records.model import ClaimResult, LabResult
 
 PARALLEL_FROM = 48  # fewer files are read in this process: starting children costs more than it saves
 MAX_JOBS = 8
@@ -44,7 +44,7 @@ def lean(run: LabResult, shared: dict[str, str] | None = None) -> LabResult:
 
 
 def _read(args: tuple[str, int, str]) -> list[LabResult]:
-    from ctxlab.loading import load_runs
+    from ctxlab.records.files import load_runs
 
     path, max_bytes, hint = args
     shared: dict[str, str] = {}

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ctxlab.report import escape
 
 if TYPE_CHECKING:
-    from ctxlab.report.merge import Column, Matrix
+    from ctxlab.report.matrix import Column, Matrix
 
 OUTCOME_LIMIT = 100  # characters of an observed outcome shown
 

@@ -14,7 +14,8 @@ import json
 import secrets
 from collections.abc import Callable, Iterator, Sequence
 
-from ctxlab.record import SCHEMA, LabResult
+from ctxlab.records.model import LabResult
+from ctxlab.records.schema import SCHEMA
 
 BATCH = 2000  # observations per chunk
 
@@ -42,7 +43,7 @@ def _runs_text(runs: Sequence[LabResult], as_list: bool) -> tuple[str, list[str]
 
 def iter_dumps(runs: Sequence[LabResult], as_list: bool = False) -> Iterator[str]:
     """``record.dumps(runs, as_list)`` in chunks (joined, the same text)."""
-    from ctxlab.record import dumps
+    from ctxlab.records.model import dumps
 
     text, marks = _runs_text(runs, as_list)
     if any(text.count(json.dumps(mark)) != 1 for mark in marks):  # the token is in the data: never by chance

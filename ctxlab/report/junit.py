@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
-from ctxlab.record import LabResult
+from ctxlab.records.model import LabResult
 from ctxlab.report.escape import xml
 
 

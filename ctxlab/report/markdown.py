@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ctxlab.record import LabResult
+from ctxlab.records.model import LabResult
 from ctxlab.report.escape import markdown
 from ctxlab.report.text import cell, context_label, environment_line, figure, lab_views, short, verdict_counts
 

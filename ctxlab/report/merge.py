@@ -8,10 +8,14 @@ failing verdict stands out in its row and fails the merge (exit status 1).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from ctxlab.record import FAILING, LabResult
+from ctxlab.records.evidence import normalize
+from ctxlab.records.model import LabResult
+from ctxlab.records.schema import FAILING
 from ctxlab.report import escape
+from ctxlab.report.fleet_view import differs_html, differs_markdown
+from ctxlab.report.matrix import Column, Matrix, runner_key
+
+__all__ = ["Column", "Matrix", "failing", "matrix", "render_html", "render_markdown", "runner_key", "unable_line"]
 
 LEGEND = [
     ("holds", "the documented promise held"),
@@ -27,54 +31,6 @@ KEY_NOTE = ("A column is one runner and device: hostname, device index, GPU UUID
             "shown side by side, never merged.")
 COLOUR = {"holds": "#cfc", "fails": "#f99", "changed": "#ffc", "observed": "#cef", "skipped": "#eee",
           "error": "#f66"}
-
-
-def runner_key(run: LabResult) -> tuple[str, str, str, str, str, str]:
-    """(hostname, device index, GPU UUID or "", driver, runtime, ctxlab version): what tells two runners apart,
-    and two versions of the judges (a verdict can differ because ctxlab changed, not the GPU)."""
-    env = run.environment
-    device = env.get("device", run.options.get("device"))
-    uuid = env.get("gpu_uuid") or env.get("uuid") or ""
-    return (str(env.get("hostname", "?")), "?" if device is None else str(device), str(uuid),
-            str(env.get("driver_version", "?")), str(env.get("runtime_version", "?")),
-            str(env.get("ctxlab", "not recorded")))
-
-
-@dataclass
-class Column:
-    """One column of the matrix: a runner and device, where its results came from, and the rows it has."""
-
-    key: tuple[str, ...]
-    gpu: str
-    origin: str
-    copy: int = 1     # which of the columns sharing this key
-    copies: int = 1
-    rows: set = field(default_factory=set)
-
-    def label(self) -> str:
-        """The column's heading: runner, GPU, driver and runtime, and which duplicate it is when its key is shared."""
-        host, device, uuid, driver, runtime, version = self.key
-        gpu = f"{self.gpu} {uuid}".strip() if uuid else self.gpu
-        text = f"{host} GPU {device} ({gpu}) / driver {driver} / runtime {runtime} / ctxlab {version}"
-        if self.copies > 1:
-            text += f" [duplicate key {self.copy} of {self.copies}, from {self.origin}]"
-        return text
-
-
-@dataclass
-class Matrix:
-    """Claims against runners: each cell is one column's verdict for one row; runners that could not run
-    (environment-error records) are kept apart in ``unable`` as (file, run)."""
-
-    columns: list[Column]
-    rows: list[str]
-    cells: dict  # (row, column index) -> verdict
-    unable: list = field(default_factory=list)
-    outcomes: dict = field(default_factory=dict)  # (row, column index) -> an observed claim's evidence, normalized
-
-    def failing(self) -> list[tuple[str, Column, str]]:
-        """Every (row, column, verdict) whose verdict fails the gate."""
-        return [(row, self.columns[c], v) for (row, c), v in self.cells.items() if v in FAILING]
 
 
 def unable_line(origin: str, run: LabResult) -> str:
@@ -95,7 +51,6 @@ def _row_keys(run: LabResult) -> list[tuple[str, str]]:
 def matrix(files: list[tuple[str, list[LabResult]]]) -> Matrix:
     """Place every run's verdicts; a run joins a column only where it replaces nothing."""
     from ctxlab.envrecord import is_environment_error
-    from ctxlab.suite import normalize
 
     columns: list[Column] = []
     rows: dict[str, None] = {}  # in the order first met
@@ -141,8 +96,6 @@ def failing(files: list[tuple[str, list[LabResult]]]) -> bool:
 
 def render_markdown(files: list[tuple[str, list[LabResult]]]) -> str:
     """The matrix as a Markdown table, with the failures listed and a legend."""
-    from ctxlab.report.fleet_view import differs_markdown
-
     m = matrix(files)
     md = escape.markdown
     apart = [f"**{len(m.unable)} runner(s) could not run** (the merge exits 1):"] if m.unable else []
@@ -167,8 +120,6 @@ def render_markdown(files: list[tuple[str, list[LabResult]]]) -> str:
 
 def render_html(files: list[tuple[str, list[LabResult]]]) -> str:
     """The matrix as a standalone HTML page, coloured by verdict, with the failures and a legend."""
-    from ctxlab.report.fleet_view import differs_html
-
     m = matrix(files)
     h = escape.html
     head = "<!doctype html><meta charset=utf-8><title>ctxlab matrix</title>"

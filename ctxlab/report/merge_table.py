@@ -3,7 +3,7 @@ above it (their labels are too long for column headings), verdicts coloured, the
 
 from __future__ import annotations
 
-from ctxlab.record import LabResult
+from ctxlab.records.model import LabResult
 from ctxlab.report.escape import terminal
 from ctxlab.report.merge import matrix
 from ctxlab.report.screen import Cell, Screen, grid, text_width, wrap

@@ -26,7 +26,8 @@ import datetime
 from collections.abc import Iterable
 
 from ctxlab.envrecord import REASONS, is_environment_error
-from ctxlab.record import FAILING, VERDICTS, LabResult
+from ctxlab.records.model import LabResult
+from ctxlab.records.schema import FAILING, VERDICTS
 from ctxlab.report.escape import shown
 
 LABEL_LIMIT = 200

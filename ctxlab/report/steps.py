@@ -10,7 +10,7 @@ more there are, and where they all are): a screen is no place for a quarter of a
 
 from __future__ import annotations
 
-from ctxlab.record import LabResult, Observation
+from ctxlab.records.model import LabResult, Observation
 from ctxlab.report.escape import terminal
 from ctxlab.report.screen import Cell, Screen, fit, grid, natural_widths, wrap
 from ctxlab.report.text import cell, context_label, lab_views, short

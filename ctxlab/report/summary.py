@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ctxlab.record import FAILING, LabResult
+from ctxlab.records.model import LabResult
+from ctxlab.records.schema import FAILING
 from ctxlab.report.escape import markdown as md
 from ctxlab.report.text import environment_line, verdict_counts
 

@@ -12,7 +12,8 @@ sends no escape sequence.
 
 from __future__ import annotations
 
-from ctxlab.record import FAILING, VERDICTS, ClaimResult, LabResult
+from ctxlab.records.model import ClaimResult, LabResult
+from ctxlab.records.schema import FAILING, VERDICTS
 from ctxlab.report.escape import terminal
 from ctxlab.report.screen import Cell, Screen, clip, grid, pad, text_width, wrap
 from ctxlab.report.text import environment_line, figure

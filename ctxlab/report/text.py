@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from ctxlab.record import LabResult, Observation
+from ctxlab.records.model import LabResult, Observation
 
 VERDICT_STYLE = {"holds": "green", "fails": "bold red", "error": "bold red", "changed": "yellow", "observed": "cyan",
                  "skipped": "dim"}

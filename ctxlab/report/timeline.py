@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from ctxlab.record import LabResult, Observation
+from ctxlab.records.model import LabResult, Observation
 from ctxlab.report import escape
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#e15759", "#76b7b2", "#edc948", "#9c755f", "#ff9da7",

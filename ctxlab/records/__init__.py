@@ -1,0 +1,10 @@
+"""Result records in one package, below the harness and the reports (which know records only):
+
+- ``schema``: the names a ctxlab/1 document is written in (the schema, verdicts, claim kinds);
+- ``model``: the immutable records (``LabResult``, ``ClaimResult``, ``Observation``) and their JSON;
+- ``shapes``: a decoded document's shape, checked before records are built from it;
+- ``files``: reading a result file safely (bounded, strict JSON, then the shape);
+- ``evidence``: evidence as drift and the fleet view compare it.
+
+The first import paths (``ctxlab.record``, ``ctxlab.loading``, ``ctxlab.shapes``) forward here.
+"""

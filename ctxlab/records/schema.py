@@ -1,0 +1,12 @@
+"""The names a ctxlab/1 document is written in (documented in docs/schema.md; the JSON Schema itself is
+``ctxlab.schema``): the schema's name, the verdicts, what a claim rests on, the outcome label of a silent
+wrong result."""
+
+from __future__ import annotations
+
+SCHEMA = "ctxlab/1"
+
+VERDICTS = ("holds", "fails", "changed", "observed", "skipped", "error")
+FAILING = frozenset({"fails", "error"})  # verdicts that make a run fail (exit status 1)
+KINDS = ("promise", "old-text", "observation")  # what a claim rests on
+SILENT_WRONG = "silent-wrong-result"  # an outcome label: a value returned without error, and wrong
