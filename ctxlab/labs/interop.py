@@ -212,10 +212,32 @@ def facts_exchange(producer: str, consumer: str) -> Callable[[Observations], dic
                 "; the producer's interface: " + spread(f"version {v.get('cai_version')}, stream "
                                                          f"{'none' if v.get('cai_stream') is None else 'named'}"
                                                          for v in found),
-                "stream_named": sum(1 for v in found if v["protocol"] == "dlpack" or
-                                    ((v.get("cai_version") or 0) >= 3 and v.get("cai_stream") is not None))}
+                "stream_named": sum(1 for v in found if _names_stream(v)),
+                "unnamed": sum(1 for v in found if not _names_stream(v))}
 
     return facts
+
+
+def _names_stream(v: dict) -> bool:
+    """Whether a handover tells the consumer which stream to order after: DLPack always (the consumer passes its
+    stream), ``__cuda_array_interface__`` from version 3 when the producer exports a stream."""
+    return v["protocol"] == "dlpack" or ((v.get("cai_version") or 0) >= 3 and v.get("cai_stream") is not None)
+
+
+CAI_EXCHANGES = tuple(_exchange_name(p, c) for p, c, how in PAIRS if how == "cai")
+
+
+def facts_unnamed_stream(obs: Observations) -> dict:
+    """Every ``__cuda_array_interface__`` handover whose producer names no stream: who produced it, what was read."""
+    found = [o.value for scenario in CAI_EXCHANGES for o in select(obs, "exchange", scenario)]
+    if not found:
+        raise MissingObservation("exchange in scenario " + " or ".join(CAI_EXCHANGES))
+    unnamed = [v for v in found if not _names_stream(v)]
+    return {"handovers": len(found), "unnamed": len(unnamed),
+            "producers": spread(f"{TITLES[v['producer']]} -> {TITLES[v['consumer']]} (interface version "
+                                f"{v.get('cai_version')})" for v in unnamed) or "none",
+            "reads": spread(v["read"] for v in unnamed) or "none",
+            "silent_wrong": silent_wrong(v["read"] for v in unnamed)}
 
 
 def facts_unordered(obs: Observations) -> dict:
@@ -335,7 +357,15 @@ def _exchange_claim(producer: str, consumer: str, protocol: str) -> Claim:
                  "{handovers} handovers ({how}; threads: {threads}){interface}: same pointer in {same}, owned by the "
                  "primary context in {in_primary}; value read: {reads}; wrong values without an error: "
                  "{silent_wrong}; the worker's current context after the consumer call: {worker_current}",
-                 _expect_exchange)
+                 _expect_exchange, precondition=_every_stream_named,
+                 unmet="the value read is promised only where the handover names the producer's stream, and "
+                       "{unnamed} of {handovers} handovers named none (interop.exchange.unnamed-stream reports "
+                       "what was read then)")
+
+
+def _every_stream_named(f: Facts) -> bool:
+    """The promise's precondition: every handover named the producer's stream, so the value read is promised."""
+    return f["stream_named"] == f["handovers"]
 
 
 def _expect_exchange(f: Facts) -> bool:
@@ -357,6 +387,13 @@ CLAIMS = (
           "with {loaded} initialised: releases the driver accepted beyond the lab's own retains: {extra}; the "
           "release after them returned {refused}"),
     *(_exchange_claim(p, c, how) for p, c, how in PAIRS),
+    Claim("interop.exchange.unnamed-stream",
+          "What the consumer reads when the producer's __cuda_array_interface__ names no stream (version 2, which "
+          "has no stream field, or version 3 without one): nothing orders the consumer after the producer's "
+          "stream.", CAI + "; what a consumer reads from an interface without a stream is not documented: recorded "
+          "as observed, a wrong value without an error flagged", "observation", CAI_EXCHANGES, facts_unnamed_stream,
+          "{unnamed} of {handovers} __cuda_array_interface__ handovers named no stream ({producers}); the value the "
+          "consumer read then: {reads}; wrong values without an error: {silent_wrong}"),
     Claim("interop.exchange.unordered",
           "What the consumer reads when the handover is made after leaving the producer's stream (the producer "
           "then orders the consumer after its current stream, not the one it wrote on).",
