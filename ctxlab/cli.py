@@ -16,7 +16,7 @@ import time
 import click
 
 from ctxlab.cli_fleet import check_reports, fleet_check
-from ctxlab.cli_help import LazyHelpCommand, audit_help
+from ctxlab.cli_merge import report
 from ctxlab.cli_options import (
     device_option,
     former_name,
@@ -24,12 +24,11 @@ from ctxlab.cli_options import (
     max_size_option,
     output_option,
     output_options,
-    program_options,
     repeats_option,
     table_options,
     trace_option,
 )
-from ctxlab.cli_program import one_program, tracer_unavailable
+from ctxlab.cli_program import ProgramRan, audit, trace
 from ctxlab.cli_report import HandoffProgress, emit, render_for, say, screen_of, write_report
 from ctxlab.cli_types import (
     EXIT_FAILS,
@@ -280,89 +279,6 @@ def lifecycle(fmt, output, **common):
     run_lab("lifecycle", fmt, output, **common)
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--show", "only", type=click.Choice(["context", "all"]), default="context", show_default=True,
-              help="Which calls the table shows: context shows only calls that touch contexts and modules (cuCtx*, "
-                   "cuDevicePrimaryCtx*, cuModule*, cuLibrary*, cuKernel*) and resource events; all: every call. "
-                   "JSON and Perfetto output always hold every call.")
-@click.option("--calls", "calls_mode", type=click.Choice(["context", "all"]), default="context", show_default=True,
-              help="What gets a Python callback. context: the functions that make, bind or load into a context, "
-                   "and the resource events; every other call is recorded by CUPTI's activity buffers and shows the "
-                   "context its thread had current (cheap: about 1x on small CuPy launches on an H200); of the driver "
-                   "calls the runtime makes inside its own calls, only those functions are seen. all: every driver "
-                   "and runtime call, the runtime's queries beneath its calls too, each with its exact context "
-                   "handle; costs a Python call per API call (tens of times slower on small launches).")
-@click.option("--thread", "thread_name", default=None, help="Show only the host thread with this name.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "perfetto"]), default="table", show_default=True,
-              help="A tree per thread, the ordered calls as JSON, or Chrome/Perfetto trace-event JSON (open it in "
-                   "ui.perfetto.dev or chrome://tracing: a track per thread, a track per context).")
-@former_name("--only", "--show", "only", click.Choice(["context", "all"]))
-@output_option
-@program_options("Trace")
-@domain_errors
-def trace(only, calls_mode, thread_name, fmt, output, code, module, script_args):
-    """Run a Python program under CUPTI and show the driver calls beneath its runtime calls.
-
-    \b
-      ctxlab trace --show all -- examples/first_context.py [ARGS]
-      ctxlab trace -c "import cupy; cupy.arange(3).sum()"
-      ctxlab trace --format perfetto -o trace.json -m mypackage.tool [ARGS]
-
-    The program's own output and exit status pass through; the trace follows it,
-    and a line on standard error says how many calls were recorded and how long
-    the program ran. The program picks its GPUs itself: every context on every
-    device is traced.
-    """
-    from ctxlab.trace import TraceUnavailable
-    from ctxlab.tracing_cli import run_traced
-
-    one_program(code, module, script_args, output)
-    try:
-        status = run_traced(code=code, module=module, argv=list(script_args), only=only, thread=thread_name,
-                            fmt=fmt, output=output, echo=click.echo, calls_mode=calls_mode, err=say)
-    except TraceUnavailable as exc:
-        raise tracer_unavailable(exc) from None
-    except FileNotFoundError as exc:
-        raise CtxlabError(f"script not found: {exc.filename}") from None
-    raise ProgramRan(status)
-
-
-@cli.command(cls=LazyHelpCommand, help_text=audit_help,
-             short_help="Run a Python program under the tracer and report CUDA context hazards.",
-             context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "junit", "sarif"]), default="table",
-              show_default=True,
-              help="A table for people, JSON (schema ctxlab-audit/1), JUnit XML (a test case per rule) or SARIF "
-                   "2.1.0 (for code scanning: results at the user's file:line).")
-@output_option
-@program_options("Audit")
-@domain_errors
-def audit(fmt, output, code, module, script_args):
-    """Audit a Python program for CUDA context hazards (the help text is AUDIT_HELP with the rules)."""
-    from ctxlab.audit.report import render, summary_line
-    from ctxlab.audit.run import audit_program
-    from ctxlab.output import STDOUT, write_output
-    from ctxlab.report.escape import one_line
-    from ctxlab.trace import TraceUnavailable
-
-    one_program(code, module, script_args, output)
-    try:
-        result = audit_program(code=code, module=module, argv=list(script_args))
-    except TraceUnavailable as exc:
-        raise tracer_unavailable(exc) from None
-    except FileNotFoundError as exc:
-        raise CtxlabError(f"script not found: {exc.filename}") from None
-    sys.stdout.flush()
-    target = output or STDOUT
-    from ctxlab.report.screen import screen_for
-
-    write_output(target, render(result, fmt, screen_for(sys.stdout if target == STDOUT else None)))
-    if target != STDOUT:
-        say(f"wrote the {fmt} report to {target}")
-    say(one_line(summary_line(result)))
-    raise ProgramRan(result.exit_code)
-
-
 @cli.command()
 @lab_options
 @domain_errors
@@ -516,63 +432,8 @@ def check(devices, only, timeout, jobs, repeats, fmt, output, steps, full, json_
         raise SystemExit(EXIT_FAILS)
 
 
-@cli.group()
-def report():
-    """Combine recorded results: one matrix of claims against runners.
-
-    \b
-      ctxlab report merge a.json b.json --html matrix.html
-    """
-
-
-@report.command()
-@click.argument("files", nargs=-1, required=True, type=ResultPath())
-@click.option("--format", "fmt", type=click.Choice(["markdown", "html", "table"]), default=None,
-              show_default="markdown; table on a terminal",
-              help="Format of the matrix --output gets: markdown, a standalone HTML page, or a table fitted to "
-                   "the terminal (runners numbered, verdicts coloured).")
-@output_option
-@click.option("--markdown", "markdown_path", type=OutputPath(), default=None,
-              help="Also write the matrix as Markdown here.")
-@click.option("--html", "html_path", type=OutputPath(), default=None, help="Also write the matrix as HTML here.")
-@max_size_option
-@domain_errors
-def merge(files, fmt, output, markdown_path, html_path, max_size):
-    """One matrix of claims against runners from the results of several runners.
-
-    \b
-      ctxlab report merge a.json b.json
-      ctxlab report merge runners/*.json --html matrix.html -o matrix.md
-
-    A column is one runner and device (hostname, device index, GPU UUID where
-    recorded, driver, runtime); files that share that key stay separate columns,
-    marked duplicate. Runners of 2+ groups (GPU, driver, runtime, ctxlab) get
-    "where the fleet differs" first; runners that could not run are listed
-    apart. Result files are data from other machines and are treated as
-    untrusted. Exit status 1 when any cell fails or errs or a runner could not
-    run; all outputs are written, or none.
-    """
-    from ctxlab.output import check_outputs, write_outputs
-    from ctxlab.report.fleet_load import load_for_merge
-    from ctxlab.report.merge import failing, render_html, render_markdown
-    from ctxlab.report.merge_table import render_table
-
-    reports = [(kind, path) for kind, path in (("markdown", markdown_path), ("html", html_path)) if path]
-    if output or fmt or not markdown_path:  # the matrix goes to standard output unless it went to a file
-        target = output or "-"
-        on_terminal = target == "-" and sys.stdout is not None and sys.stdout.isatty()
-        reports.insert(0, (fmt or ("table" if on_terminal else "markdown"), target))
-    check_outputs([path for _, path in reports])
-    loaded = load_for_merge(files, max_size, limit_hint="--max-size raises it")
-    render = {"markdown": render_markdown, "html": render_html}
-    write_outputs([(path, render_table(loaded, screen_of(path)) if kind == "table" else render[kind](loaded))
-                   for kind, path in reports])
-    if failing(loaded):
-        raise SystemExit(EXIT_FAILS)
-
-
-class ProgramRan(SystemExit):
-    """trace and audit end with this once their report is out: the user's program ran in this process."""
+for _command in (trace, audit, report):  # commands defined beside their helpers
+    cli.add_command(_command)
 
 
 def main():

@@ -1,12 +1,17 @@
-"""What trace and audit share on the command line: one program to run, and why the tracer cannot start."""
+"""The commands that run a user's program in this process, trace and audit, and what they share: one program
+to run, why the tracer cannot start, and the exit that ends them once their report is out."""
 
 from __future__ import annotations
 
 import os
+import sys
 
 import click
 
-from ctxlab.cli_types import CtxlabError, no_gpu_line
+from ctxlab.cli_help import LazyHelpCommand, audit_help
+from ctxlab.cli_options import former_name, output_option, program_options
+from ctxlab.cli_report import say
+from ctxlab.cli_types import CtxlabError, OneLineCommand, domain_errors, no_gpu_line
 
 
 def one_program(code: str | None, module: str | None, script_args: tuple, output: str | None) -> None:
@@ -37,3 +42,90 @@ def tracer_unavailable(exc: Exception) -> CtxlabError:
     if count == 0:
         return CtxlabError(no_gpu_line("the driver reports no GPU"))
     return CtxlabError(" ".join(str(exc).split()))
+
+
+class ProgramRan(SystemExit):
+    """trace and audit end with this once their report is out: the user's program ran in this process."""
+
+
+@click.command(cls=OneLineCommand, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--show", "only", type=click.Choice(["context", "all"]), default="context", show_default=True,
+              help="Which calls the table shows: context shows only calls that touch contexts and modules (cuCtx*, "
+                   "cuDevicePrimaryCtx*, cuModule*, cuLibrary*, cuKernel*) and resource events; all: every call. "
+                   "JSON and Perfetto output always hold every call.")
+@click.option("--calls", "calls_mode", type=click.Choice(["context", "all"]), default="context", show_default=True,
+              help="What gets a Python callback. context: the functions that make, bind or load into a context, "
+                   "and the resource events; every other call is recorded by CUPTI's activity buffers and shows the "
+                   "context its thread had current (cheap: about 1x on small CuPy launches on an H200); of the driver "
+                   "calls the runtime makes inside its own calls, only those functions are seen. all: every driver "
+                   "and runtime call, the runtime's queries beneath its calls too, each with its exact context "
+                   "handle; costs a Python call per API call (tens of times slower on small launches).")
+@click.option("--thread", "thread_name", default=None, help="Show only the host thread with this name.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "perfetto"]), default="table", show_default=True,
+              help="A tree per thread, the ordered calls as JSON, or Chrome/Perfetto trace-event JSON (open it in "
+                   "ui.perfetto.dev or chrome://tracing: a track per thread, a track per context).")
+@former_name("--only", "--show", "only", click.Choice(["context", "all"]))
+@output_option
+@program_options("Trace")
+@domain_errors
+def trace(only, calls_mode, thread_name, fmt, output, code, module, script_args):
+    """Run a Python program under CUPTI and show the driver calls beneath its runtime calls.
+
+    \b
+      ctxlab trace --show all -- examples/first_context.py [ARGS]
+      ctxlab trace -c "import cupy; cupy.arange(3).sum()"
+      ctxlab trace --format perfetto -o trace.json -m mypackage.tool [ARGS]
+
+    The program's own output and exit status pass through; the trace follows it,
+    and a line on standard error says how many calls were recorded and how long
+    the program ran. The program picks its GPUs itself: every context on every
+    device is traced.
+    """
+    from ctxlab.trace import TraceUnavailable
+    from ctxlab.tracing_cli import run_traced
+
+    one_program(code, module, script_args, output)
+    try:
+        status = run_traced(code=code, module=module, argv=list(script_args), only=only, thread=thread_name,
+                            fmt=fmt, output=output, echo=click.echo, calls_mode=calls_mode, err=say)
+    except TraceUnavailable as exc:
+        raise tracer_unavailable(exc) from None
+    except FileNotFoundError as exc:
+        raise CtxlabError(f"script not found: {exc.filename}") from None
+    raise ProgramRan(status)
+
+
+@click.command(cls=LazyHelpCommand, help_text=audit_help,
+             short_help="Run a Python program under the tracer and report CUDA context hazards.",
+             context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "junit", "sarif"]), default="table",
+              show_default=True,
+              help="A table for people, JSON (schema ctxlab-audit/1), JUnit XML (a test case per rule) or SARIF "
+                   "2.1.0 (for code scanning: results at the user's file:line).")
+@output_option
+@program_options("Audit")
+@domain_errors
+def audit(fmt, output, code, module, script_args):
+    """Audit a Python program for CUDA context hazards (the help text is AUDIT_HELP with the rules)."""
+    from ctxlab.audit.report import render, summary_line
+    from ctxlab.audit.run import audit_program
+    from ctxlab.output import STDOUT, write_output
+    from ctxlab.report.escape import one_line
+    from ctxlab.trace import TraceUnavailable
+
+    one_program(code, module, script_args, output)
+    try:
+        result = audit_program(code=code, module=module, argv=list(script_args))
+    except TraceUnavailable as exc:
+        raise tracer_unavailable(exc) from None
+    except FileNotFoundError as exc:
+        raise CtxlabError(f"script not found: {exc.filename}") from None
+    sys.stdout.flush()
+    target = output or STDOUT
+    from ctxlab.report.screen import screen_for
+
+    write_output(target, render(result, fmt, screen_for(sys.stdout if target == STDOUT else None)))
+    if target != STDOUT:
+        say(f"wrote the {fmt} report to {target}")
+    say(one_line(summary_line(result)))
+    raise ProgramRan(result.exit_code)
