@@ -21,13 +21,16 @@ Edit = Callable[[list[Observation]], list[Observation]]
 
 @dataclass(frozen=True)
 class Case:
-    """``fixture``: a file under labs/results, or (for scenarios no GPU run has recorded yet) a list of
-    observations written in the test (``tests/claim_cases/green_fixtures.py``); ``keep``: edits after which
-    the claim holds (none: the fixture holds it); ``breaks``: edits after which it fails, or is ``changed``."""
+    """``fixture``: a file under labs/results, or a list of observations written in the test; ``keep``: edits
+    after which the claim holds (none: the fixture holds it); ``breaks``: edits after which it fails, or is
+    ``changed``; ``holds_too``: other lists of edits after which it holds as well (each applied to the fixture):
+    for a predicate with alternatives (``a or b``), so each alternative is shown to keep it alone."""
 
     fixture: str | Sequence[Observation]
     breaks: Sequence[Edit]
     keep: Sequence[Edit] = ()
+    holds_too: Sequence[Sequence[Edit]] = ()
+    unmet: Sequence[Sequence[Edit]] = ()  # edits (of the fixture) after which its precondition fails: skipped
 
 
 def _matches(o: Observation, what: str, scenario: str | None, where: Callable[[Any], bool] | None) -> bool:

@@ -1,9 +1,9 @@
 """Cases for lifecycle's claims (see tests/claim_cases/__init__.py)."""
 
 from tests.claim_cases import Case, edit
-from tests.claim_cases.green_fixtures import LIFECYCLE as GREEN
 
 F = "lifecycle.json"
+GREEN = F  # the H200 run recorded the green scenarios too
 
 
 def call(name):
@@ -56,6 +56,8 @@ CASES: dict[str, Case] = {
     "lifecycle.set-device-flags-first-call": Case(F, breaks=[
         edit("flags", "flags", set_flags_first="cudaErrorSetOnActiveProcess"),
         edit("flags", "flags", active_after_first_set=False, flags_after_first_set=0),
+        edit("flags", "flags", active_after_first_set=False),  # inactive, though the flags read back set
+        edit("flags", "flags", flags_after_first_set=None),  # the flags could not be read back
         edit("flags", "flags", flags_after_first_set=1),
     ]),
     # Old text (before CUDA 11.0): the call failed on an active primary context.
@@ -64,9 +66,9 @@ CASES: dict[str, Case] = {
     ], breaks=[
         edit("flags", "flags", primary_set_flags_active="CUDA_SUCCESS", flags_after_primary_set=2),
     ]),
-    # Green contexts: synthetic observations until a GPU run is recorded (tests/claim_cases/green_fixtures.py).
+    # Green contexts: the H200's recorded run (the allocation is owned by the primary context there).
     "lifecycle.runtime-uses-green-context": Case(GREEN, breaks=[
-        edit("runtime under a green context", "green-runtime", runtime_owner_id=1, same_owner=False),
+        edit("runtime under a green context", "green-runtime", runtime_owner_id=2, same_owner=False),
         edit("runtime under a green context", "green-runtime", current_after_malloc_is_green=False),
     ]),
     "lifecycle.device-execution-context-is-primary": Case(GREEN, breaks=[

@@ -1,9 +1,9 @@
 """Cases for migrate's claims (see tests/claim_cases/__init__.py)."""
 
 from tests.claim_cases import Case, edit
-from tests.claim_cases.green_fixtures import MIGRATE as GREEN
 
 F = "migrate.json"
+GREEN = "migrate-green.json"  # migrate --context both on the H200: the green scenarios
 SILENT = "silent-wrong-result (got 0, expected 1860304897)"
 
 CASES: dict[str, Case] = {
@@ -22,6 +22,9 @@ CASES: dict[str, Case] = {
     "migrate.runtime-binds-primary": Case(F, breaks=[
         edit("runtime call without context", "unbound-created", bound_primary=False, allocation_in_primary=False,
              allocation_in_owner=True),
+        # each condition alone: bound the primary context but allocated elsewhere, and the reverse
+        edit("runtime call without context", "unbound-created", allocation_in_primary=False, allocation_in_owner=True),
+        edit("runtime call without context", "unbound-primary", bound_primary=False),
     ]),
     "migrate.driver-call-without-context": Case(F, breaks=[
         edit("driver call without context", "unbound-primary", status="CUDA_SUCCESS"),
@@ -33,7 +36,7 @@ CASES: dict[str, Case] = {
         edit("cross-context dereference", "cross-context", outcome="CUDA_SUCCESS", value_read=0x5EEDCAFE,
              read_ok=True),
     ]),
-    # Green contexts: synthetic observations until a GPU run is recorded (tests/claim_cases/green_fixtures.py).
+    # Green contexts: the H200's migrate --context both run.
     "migrate.green-state-follows-context": Case(GREEN, breaks=[
         edit("handoffs verified", "handoff-green", verified=11, mismatches=1,
              first_mismatch={"check": "array pointer context", "seen": 1, "expected": 2}),

@@ -8,9 +8,9 @@ so a case holds only if every repeat is read.
 from __future__ import annotations
 
 from tests.claim_cases import Case, edit, repeat_with
-from tests.claim_cases.green_fixtures import REFCOUNT as GREEN
 
 F = "refcount.json"
+GREEN = F  # the H200 run recorded the green scenarios too
 SILENT = "silent-wrong-result (got 0, expected 1499500)"
 
 # What the H200 run had (labs/results/refcount.json's environment) and the header found there.
@@ -44,6 +44,10 @@ CASES: dict[str, Case] = {
     "refcount.attach-detach-count": Case(F, breaks=[
         edit("cuCtxAttach/cuCtxDetach", "created", alive_after_second_detach=True),
         repeat_with("cuCtxAttach/cuCtxDetach", "created", attach="CUDA_ERROR_NOT_SUPPORTED"),
+        repeat_with("cuCtxAttach/cuCtxDetach", "created", first_detach="CUDA_ERROR_INVALID_CONTEXT"),
+        repeat_with("cuCtxAttach/cuCtxDetach", "created", alive_after_first_detach=False),  # one detach ended it
+        repeat_with("cuCtxAttach/cuCtxDetach", "created", attach="CUDA_ERROR_NOT_SUPPORTED",
+                    first_detach="CUDA_ERROR_NOT_SUPPORTED"),  # both refused alike
     ]),
     "refcount.runtime-does-not-retain-created": Case(F, breaks=[
         repeat_with("cuCtxDestroy after runtime use", "created", alive_after=True, id_after="CUDA_SUCCESS"),
@@ -62,6 +66,9 @@ CASES: dict[str, Case] = {
     "refcount.thread-exit": Case(F, keep=[
         edit("cudaThreadExit", "thread-exit", runtime_versions={"cupy": 12040, "cuda_bindings": 12040},
              headers_seen=[CUDA_13_0, CUDA_12_4]),
+    ], holds_too=[
+        # cuda.bindings exports it, whatever the headers say
+        [edit("cudaThreadExit", "thread-exit", in_cuda_bindings=True)],
     ], breaks=[
         # The H200 run: the 12.4 header declares it, but the runtimes that ran are 13.2 and 13.3.
         edit("cudaThreadExit", "thread-exit", runtime_versions=RAN),
@@ -69,8 +76,9 @@ CASES: dict[str, Case] = {
         edit("cudaThreadExit", "thread-exit",
              headers_seen=[CUDA_13_0, {**CUDA_12_4, "declares_cudaThreadExit": False}]),
     ]),
-    # Green contexts: synthetic observations until a GPU run is recorded (tests/claim_cases/green_fixtures.py).
+    # Green contexts: the H200's recorded run.
     "refcount.green-retains-primary": Case(GREEN, breaks=[
+        repeat_with("green reference", "green-reference", active_after_create=False),  # gone at the create
         repeat_with("green reference", "green-reference", active_after_lab_release=False),  # no reference held
         repeat_with("green reference", "green-reference", active_after_destroy=True),  # destroy kept it
         repeat_with("green reference", "green-reference", destroy="CUDA_ERROR_INVALID_CONTEXT"),
