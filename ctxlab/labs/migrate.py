@@ -267,8 +267,9 @@ CLAIMS = (
           "{allocations} CuPy allocations: {moved} changed the thread's current context, {elsewhere} landed "
           "outside the context current before the call; {more}"),
     Claim("migrate.runtime-binds-primary",
-          "A runtime call on a thread with no current context binds the primary context of that thread's current "
-          "device (device 0 unless the thread chose another).", RUNTIME_INTEROP, "promise", UNBOUND,
+          "A first runtime call (cudaMalloc) on a thread with no current context makes the primary context of the "
+          "device it runs on current there, and allocates in that context (which device that is, is recorded).",
+          RUNTIME_INTEROP, "promise", UNBOUND,
           _facts_runtime_binds_primary,
           "{threads} thread(s) with no context made a first runtime call (cudaMalloc): {bound_primary} got their "
           "device's primary context current, {in_primary} allocations belong to it, {in_owner_context} to a "

@@ -338,8 +338,8 @@ GREEN_CLAIMS = (
 
 CLAIMS = (
     Claim("refcount.runtime-holds-reference",
-          "The runtime retains the primary context it uses: releasing it from the driver API only after the "
-          "runtime's reference is gone makes it inactive.", RUNTIME_INTEROP, "promise", ("runtime-1",),
+          "The runtime retains the primary context it uses: once it is initialised, the driver accepts at least "
+          "one release beyond the lab's own retains.", RUNTIME_INTEROP, "promise", ("runtime-1",),
           facts_runtime_reference,
           "with CuPy's runtime initialised, over {runs}: releases the driver accepted beyond the lab's "
           "{lab_retains} retains: {extra}; the release after them returned {refused}",
@@ -363,7 +363,9 @@ CLAIMS = (
           "cuDevicePrimaryCtxRelease without a prior retain.", NO_DOC, "observation", ("release-without-retain",),
           facts_release_without_retain, "cuDevicePrimaryCtxRelease with no retain: {status}"),
     Claim("refcount.device-reset-destroys",
-          "cudaDeviceReset destroys all allocations of the device's primary context at once, whoever else retains it.",
+          "cudaDeviceReset destroys the allocations of the device's primary context while the lab still holds driver "
+          "retains on it: the old pointer is invalid afterwards, and no CuPy result after it (over the old array, "
+          "or from a new allocation and a kernel cached before the reset) is a wrong value without an error.",
           DEVICE_RESET, "promise", ("device-reset",), facts_device_reset,
           "cudaDeviceReset through the {runtime} runtime ({status}) with {lab_retains} driver retain(s) held, over "
           "{runs}: the old pointer was still valid in {valid} (cuPointerGetAttribute: {pointer}); "
