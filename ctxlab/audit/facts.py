@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ctxlab.audit.engine import NOT_CALLS, Stream
-from ctxlab.audit.hooks import GREEN_CONTEXT, Allocations
+from ctxlab.audit.engine import Stream
+from ctxlab.audit.hooks import GREEN_CONTEXT, Allocations, allocation_size
 
 OK = "CUDA_SUCCESS"
 CREATES = ("cuCtxCreate",)
@@ -131,17 +131,14 @@ def facts(s: Stream) -> Facts:
 def allocation_owners(s: Stream) -> list[tuple[dict, tuple[int, int, int, int] | None]]:
     """Each driver call that names a device pointer (frees, memsets, copies), with the allocation it points
     into at that time: (base, end, owner context, correlation id), or None."""
-    allocations = Allocations()
+    allocations = Allocations()  # a destroyed context's entries stay: a later use of them is what is looked for
     out = []
     for e in s.calls:
         name, args = e.get("name", ""), e.get("args") or {}
-        if e.get("domain") != "driver" or e.get("domain") in NOT_CALLS:
+        if e.get("domain") != "driver":
             continue
         if name.startswith("cuMemAlloc") and _ok(e) and args.get("ptr") and e.get("context"):
-            size = args.get("pitch", 0) * args.get("height", 0) if "pitch" in args else args.get("size", 0)
-            allocations.add(args["ptr"], size, e["context"], e.get("correlation", 0))
-        elif name.startswith("cuCtxDestroy") and _ok(e) and args.get("ctx"):
-            pass  # the memory is gone, but a later use of it is what the rules look for: kept
+            allocations.add(args["ptr"], allocation_size(args), e["context"], e.get("correlation", 0))
         elif args.get("ptr"):
             out.append((e, allocations.find(args["ptr"])))
             if name.startswith("cuMemFree") and _ok(e):

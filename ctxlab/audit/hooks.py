@@ -132,9 +132,8 @@ class AuditHooks:
             for _time, kind, e in sorted(steps, key=lambda step: (step[0], step[1])):
                 args = e.get("args") or {}
                 if kind == 1:
-                    size = args.get("pitch", 0) * args.get("height", 0) if "pitch" in args else args.get("size", 0)
                     if args.get("ptr") and e.get("context"):
-                        self.allocations.add(args["ptr"], size, e["context"], e.get("correlation", 0))
+                        self.allocations.add(args["ptr"], allocation_size(args), e["context"], e.get("correlation", 0))
                 elif kind == 0:
                     self.allocations.free(args.get("ptr", 0))
                 elif kind == 2:
@@ -177,6 +176,11 @@ class AuditHooks:
                                       offset=offset, pointer=value, base=base, size=end - base, owner=owner,
                                       allocation_correlation=correlation))
         return out
+
+
+def allocation_size(args: dict) -> int:
+    """An allocation's size from its call's kept parameters (cuMemAllocPitch: pitch times height)."""
+    return args.get("pitch", 0) * args.get("height", 0) if "pitch" in args else args.get("size", 0)
 
 
 def arguments(blob: bytes) -> list[tuple[int, bytes]]:
