@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from ctxlab import native
+from ctxlab.native import objects
 from ctxlab.native.locate import loaded_library, param_info_address
 from ctxlab.trace_fields import FIELDS, LAUNCH_ARGUMENTS, RUNTIME_FIELDS, named_args
 from ctxlab.tracer_stacks import ThreadNames, asking_thread, snapshot, status_name, user_frames
@@ -222,6 +223,8 @@ class Tracer:
                 lib.ctxlab_set_field(native.DOMAIN_DRIVER, cbid, site, offset, deref, inner, width)
             if self.launch_arguments and member.name in LAUNCH_ARGUMENTS:
                 lib.ctxlab_set_launch(cbid, *LAUNCH_ARGUMENTS[member.name])
+            if member.name.startswith("cuDevicePrimaryCtxRetain"):  # names the runtime copy that retains
+                lib.ctxlab_set_want(native.DOMAIN_DRIVER, cbid, native.WANT_CALLERS)
             if self.launch_arguments and member.name.startswith("cuMemAlloc"):
                 lib.ctxlab_set_want(native.DOMAIN_DRIVER, cbid, native.WANT_ALLOC)
         for member in cupti.runtime_api_trace_cbid:
@@ -420,7 +423,11 @@ class Tracer:
             if int(row["flags"]) & native.NESTED_IN_RUNTIME:
                 event["from"] = "callback"  # a driver call the runtime made beneath one of its own
             if row["blob"]:
-                event["arguments"] = native.blob(lib_or_raise(self._lib), int(row["blob"]), int(row["blob_len"]))
+                kept = native.blob(lib_or_raise(self._lib), int(row["blob"]), int(row["blob_len"]))
+                if kept[:4] == native.CALLERS_ITEM.to_bytes(4, "little"):
+                    event["callers"] = [objects.library_name(path) for path in objects.callers(kept)]
+                else:
+                    event["arguments"] = kept
             elif int(row["flags"]) & native.BLOB_DROPPED:
                 event["arguments_dropped"] = True
         if row["stack"]:

@@ -254,6 +254,42 @@ def test_one_runtime_copy_and_a_driver_retain_are_quiet():
     assert not judge(ev.events, rules=[RULES_BY_ID["several-runtime-copies"]])
 
 
+CUDART = "nvidia/cuda_runtime/lib/libcudart.so.13"
+
+
+def copies_stream(first: list[str], second: list[str]) -> Events:
+    """Two runtime calls on two threads, each retaining the primary context beneath it, with their callers."""
+    ev = Events()
+    ev.runtime("cudaSetDevice", 10, end=60, context=PRIMARY)
+    ev.driver("cuDevicePrimaryCtxRetain", 15, end=40, context=PRIMARY, line=5, callers=first,
+              **{"from": "callback"})
+    ev.runtime("cudaFuncGetAttributes", 100, end=150, tid=WORKER, context=PRIMARY)
+    ev.driver("cuDevicePrimaryCtxRetain", 110, end=120, tid=WORKER, context=PRIMARY, line=9, callers=second,
+              **{"from": "callback"})
+    return ev
+
+
+def test_two_named_copies_are_named_in_the_finding():
+    ev = copies_stream([CUDART, "cupy_backends/cuda/api/runtime.so"], ["cupy/cuda/cub.so", "cupy/_core/core.so"])
+    (f,) = judge(ev.events, rules=[RULES_BY_ID["several-runtime-copies"]])
+    assert f.message.startswith("2 copies of the CUDA runtime each retained the primary context")
+    assert f"{CUDART} called from cupy_backends/cuda/api/runtime.so at cudaSetDevice" in f.message
+    assert "cupy/cuda/cub.so called from cupy/_core/core.so at cudaFuncGetAttributes" in f.message
+    assert str(f.location) == "app.py:9"
+
+
+def test_one_copy_retaining_twice_is_one_copy():
+    # the same libcudart, called from two of CuPy's modules: one runtime retaining again, not two copies
+    ev = copies_stream([CUDART, "cupy_backends/cuda/api/runtime.so"], [CUDART, "cupy/_core/core.so"])
+    assert not judge(ev.events, rules=[RULES_BY_ID["several-runtime-copies"]])
+
+
+def test_unnamed_retains_still_count_as_copies_and_say_so():
+    ev = copies_stream([], [])
+    (f,) = judge(ev.events, rules=[RULES_BY_ID["several-runtime-copies"]])
+    assert "its shared object was not recorded" in f.message and "cudaSetDevice, cudaFuncGetAttributes" in f.message
+
+
 # ---------------------------------------------------------------- the engine
 
 def test_errors_come_first_and_a_recorded_clean_program_has_no_error():

@@ -167,6 +167,17 @@ def test_a_failing_call_carries_a_stack_when_stacks_are_on(tracer):
     assert event["status"] == "ERR201" and event["stack"]
 
 
+def test_a_call_that_wants_its_callers_names_the_shared_objects_that_made_it(tracer):
+    t, lib = tracer
+    lib.ctxlab_set_want(native.DOMAIN_DRIVER, 15, native.WANT_CALLERS)
+    call(lib, 15, Call(1))  # made through ctypes: libffi (or _ctypes) called the callback
+    call(lib, 16, Call(2))  # a function that does not want them
+    wanted, other = t.drain()
+    assert "arguments" not in wanted and "callers" not in other
+    assert wanted["callers"] and not any(name.startswith(("cupti_shim", "libc.so")) for name in wanted["callers"])
+    assert wanted["callers"][0].startswith(("libffi", "_ctypes")), wanted["callers"]
+
+
 def test_nested_calls_share_the_outermost_calls_stack_and_know_their_depth(tracer):
     t, lib = tracer
     lib.ctxlab_set_want(native.DOMAIN_DRIVER, 14, native.WANT_STACK)

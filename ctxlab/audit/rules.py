@@ -107,8 +107,10 @@ RULES: tuple[Rule, ...] = (
          "one) retains the primary context when it initialises and has its own state. A cudaDeviceReset through "
          "one copy destroys the context under the others.",
          "refcount.reference-per-runtime-copy", several_runtime_copies,
-         "Counts the runtime calls that retained the primary context beneath them (the first call of each copy on "
-         "a device); it cannot name the library a copy belongs to."),
+         "Counts the copies of the runtime that retained the primary context beneath one of their calls (the "
+         "first call of each copy on a device), each named by its shared object (the first past the driver on "
+         "the retain's native stack, with the object that called it); where that stack was not kept, each such "
+         "runtime call counts as a copy and the finding says the copies are unnamed."),
     Rule("pointer-from-another-context", "warning", "A kernel argument pointing into another context's memory",
          "A kernel launched in one context was given an address inside memory allocated in another context of "
          "the same process. On the H200 such a kernel reads it correctly, but the memory's lifetime belongs to "

@@ -187,7 +187,10 @@ def fork_after_init(s: Stream) -> list[Hit]:
 
 
 def several_runtime_copies(s: Stream) -> list[Hit]:
-    """More than one copy of the CUDA runtime initialised on the same primary context: each retains it."""
+    """More than one copy of the CUDA runtime initialised on the same primary context: each retains it.
+
+    A retain the tracer kept the native callers of (``callers``: shared objects, innermost first) names its copy:
+    the first object past the driver. Two retains from the same object are one copy retaining again, not two."""
     ends = [e.get("start", 0) for e in s.events
             if e.get("name") == "CONTEXT_DESTROY_STARTING" or e.get("name", "").startswith(RESETS)]
     first_end = min(ends) if ends else None
@@ -200,20 +203,36 @@ def several_runtime_copies(s: Stream) -> list[Hit]:
         if not _by_runtime(s, e):
             continue  # the program's (or a library's) own driver retain
         outer = s.enclosing_runtime(e) or {"name": "a runtime call CUPTI did not record", "context": 0}
-        by_context.setdefault(e.get("context") or outer.get("context") or 0, []).append((e, outer))
+        copies = by_context.setdefault(e.get("context") or outer.get("context") or 0, {})
+        # the copy is its shared object; unnamed (no callers kept), every retain counts as a copy of its own
+        copy = (e.get("callers") or [f"unnamed {len(copies)}"])[0]
+        copies.setdefault(copy, []).append((e, outer))
     hits = []
-    for handle, retains in by_context.items():
-        if len(retains) < 2:
+    for handle, copies in by_context.items():
+        if len(copies) < 2:
             continue
-        names = ", ".join(outer.get("name", "?") for _, outer in retains)
-        e, _ = retains[1]
-        hits.append(Hit(e, f"{len(retains)} runtime calls ({names}) each retained the primary context"
-                           + (f" {handle:#x}" if handle else "") + ": each was the first call of a copy of the CUDA "
-                           "runtime (CuPy's, cuda.bindings', a library's statically linked one). Each copy holds "
-                           "its own reference, and a cudaDeviceReset through one destroys the context under the "
-                           "others", calls=tuple(x for pair in retains for x in pair if "start" in x),
-                        related=tuple(("retained first at", r) for r, _ in retains[:1])))
+        firsts = [retains[0] for retains in copies.values()]
+        e, _ = firsts[1]
+        named = all(not copy.startswith("unnamed") for copy in copies)
+        which = ("; ".join(f"{runtime_copy(first)} at {outer.get('name', '?')}" for first, outer in firsts) if named
+                 else ", ".join(outer.get("name", "?") for _, outer in firsts))
+        where = f" {handle:#x}" if handle else ""
+        text = (f"{len(copies)} copies of the CUDA runtime each retained the primary context{where}: {which}"
+                if named else
+                f"{len(copies)} runtime calls ({which}) each retained the primary context{where}: each was the "
+                "first call of a copy of the CUDA runtime (its shared object was not recorded)")
+        hits.append(Hit(e, text + ". Each copy holds its own reference and state, and a cudaDeviceReset through "
+                                  "one destroys the context under the others",
+                        calls=tuple(x for pair in firsts for x in pair if "start" in x),
+                        related=tuple(("retained first at", r) for r, _ in firsts[:1])))
     return hits
+
+
+def runtime_copy(retain: dict) -> str:
+    """The runtime copy that made a primary-context retain, as its shared object and the object that called it
+    (``libcudart.so.13 called from torch/lib/libtorch_cuda.so``)."""
+    found = retain.get("callers") or ["?"]
+    return found[0] if len(found) == 1 else f"{found[0]} called from {found[1]}"
 
 
 def _allocation_call(s: Stream, correlation: object, owner: int) -> dict | None:

@@ -19,7 +19,7 @@ import threading
 import numpy as np
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cupti_shim.c")
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 # One record per call or resource event; mirrors record_t in cupti_shim.c.
 RECORD_DTYPE = np.dtype([("start", "<u8"), ("end", "<u8"), ("context", "<u8"), ("a", "<u8"), ("b", "<u8"),
@@ -28,7 +28,8 @@ RECORD_DTYPE = np.dtype([("start", "<u8"), ("end", "<u8"), ("context", "<u8"), (
                          ("blob_len", "<u4"), ("domain", "<u2"), ("flags", "<u2"), ("depth", "<u4")])
 DOMAIN_DRIVER, DOMAIN_RUNTIME, DOMAIN_RESOURCE = 1, 2, 3
 NESTED_IN_RUNTIME, NO_EXIT, BLOB_DROPPED = 1, 2, 4
-WANT_STACK, WANT_LAUNCH, WANT_ALLOC, WANT_MODULE = 1, 2, 4, 8
+WANT_STACK, WANT_LAUNCH, WANT_ALLOC, WANT_MODULE, WANT_CALLERS = 1, 2, 4, 8, 16
+CALLERS_ITEM = 0xFFFFFFFE  # an argument-store item holding native return addresses (cupti_shim.c)
 ENTER, EXIT = 0, 1
 # What became of a stack (cupti_shim.c's S_* values), and what a report says where there is none.
 STACK_NATIVE, STACK_PENDING, STACK_SERVED, STACK_ABANDONED, STACK_NO_PYTHON, STACK_NO_HELPER = 1, 2, 3, 4, 5, 6

@@ -21,6 +21,7 @@
  * Built on first use by ctxlab.native (cc -O2 -shared -fPIC); no Python ABI, so one build serves any Python.
  */
 #include <errno.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ABI_VERSION 4
+#define ABI_VERSION 5
 #define MAX_CBID 4096
 #define MAX_DEPTH 64
 #define MAX_FRAMES 48
@@ -64,7 +65,10 @@
 #define W_LAUNCH 2u     /* a kernel launch: keep its arguments (audit) */
 #define W_ALLOC 4u      /* an allocation: its context owns memory (a launch elsewhere may point into it) */
 #define W_MODULE 8u     /* a module resource event: its descriptor holds the module's id */
+#define W_CALLERS 16u    /* keep the native return addresses (which shared object called, e.g. a runtime copy) */
 #define MAX_OWNERS 64
+#define CALLERS_ITEM 0xfffffffeu  /* argument-store item: return addresses, not a launch's arguments */
+#define MAX_CALLERS 32
 
 typedef struct {
     uint64_t start, end, context, a, b, c;
@@ -476,6 +480,21 @@ static void keep_launch(const spec_t *spec, uint64_t params, uint64_t context, f
     fr->blob = keep_blob(buf, len, &fr->blob_len, &fr->flags);
 }
 
+static void keep_callers(frame_t *fr) {
+    /* The native return addresses of this call (Python names the shared objects they lie in): for a retain
+       of the primary context, the copy of the runtime that made it. backtrace() was called once in
+       ctxlab_init, so it does not load libgcc_s here; unwinding takes no lock a CUDA call can hold (glibc's
+       _dl_find_object is lock-free; older ones hold the loader's list lock only while a library is added). */
+    void *pcs[MAX_CALLERS];
+    int n = backtrace(pcs, MAX_CALLERS);
+    if (n <= 0) return;
+    uint8_t buf[8 + 8 * MAX_CALLERS];
+    uint32_t head[2] = {CALLERS_ITEM, (uint32_t)(8 * n)};
+    memcpy(buf, head, 8);
+    for (int i = 0; i < n; i++) { uint64_t pc = (uint64_t)(uintptr_t)pcs[i]; memcpy(buf + 8 + 8 * i, &pc, 8); }
+    fr->blob = keep_blob(buf, 8 + 8 * (size_t)n, &fr->blob_len, &fr->flags);
+}
+
 /* ---------------------------------------------------------------- records */
 
 static void capture(const spec_t *spec, int site, uint64_t params, uint64_t *values) {
@@ -554,6 +573,7 @@ void ctxlab_callback(void *userdata, uint32_t domain, uint32_t cbid, const void 
             capture(spec, 0, params, values);
             fr->a = values[0]; fr->b = values[1]; fr->c = values[2];
             if (domain == DOMAIN_DRIVER && ts.runtime_depth > 0) fr->flags |= F_NESTED_IN_RUNTIME;
+            if (spec->want & W_CALLERS) keep_callers(fr);
         }
         ts.depth++;
         if (domain == DOMAIN_RUNTIME) ts.runtime_depth++;
@@ -626,6 +646,8 @@ void ctxlab_init(void *timestamp, void *context_id, void *param_info, void *gil_
     fn.gc_enable = (int_void_fn)gc_enable;
     wait_ms = wait > 0 ? wait : 200;
     memset(specs, 0, sizeof(specs));
+    void *warm[2];
+    backtrace(warm, 2);  /* its first call loads libgcc_s (the loader's lock): here, not inside the driver */
 }
 
 void ctxlab_set_want(uint32_t domain, uint32_t cbid, uint32_t want) {
