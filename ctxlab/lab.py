@@ -27,9 +27,32 @@ class Isolation(StrEnum):
     GPU_ALONE = "gpu-alone"  # a forkserver child that holds the GPU alone: its figures read device-wide state
 
 
+class _Target:
+    """``Scenario.target``: set from the function itself (or a ``"module:function"`` string), read as that string,
+    which is what the harness hands to the child. A descriptor rather than ``__post_init__``, so that the type
+    checker knows both faces: ``Scenario(name, function)`` and ``scenario.target: str``."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, scenario: Any, owner: type | None = None) -> str:
+        if scenario is None:
+            raise AttributeError("target has no default")  # how a dataclass learns that the field has none
+        return scenario.__dict__[self.slot]
+
+    def __set__(self, scenario: Any, target: str | Callable[..., Any]) -> None:
+        if callable(target):  # the child imports it by name: it must be a module's top-level function
+            module, name = target.__module__, target.__qualname__
+            if "." in name or not module or module == "__main__":
+                raise ValueError(f"{module}.{name} is not a module's top-level function: a child cannot import it")
+            target = f"{module}:{name}"
+        scenario.__dict__[self.slot] = target
+
+
 @dataclass(frozen=True)
 class Scenario:
-    """One experiment of a lab: ``target`` (``module:function``) called with ``args`` in a child process.
+    """One experiment of a lab: ``target`` (a function, kept as ``module:function``) called with ``args`` in a child
+    process.
 
     ``undefined`` marks undefined-behaviour territory (use after release, reset or
     destroy; cached kernels across contexts): it runs ``repeats`` times, each in a
@@ -37,7 +60,7 @@ class Scenario:
     """
 
     name: str
-    target: str
+    target: _Target = _Target()  # given the function itself (or "module:function"); reads "module:function"
     args: tuple = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     isolation: Isolation = Isolation.FORKSERVER
@@ -115,7 +138,3 @@ class Lab:
         if unknown:
             raise OptionError(f"{self.name} takes no option {', '.join(unknown)}; it takes {', '.join(sorted(known))}")
         return self.options(**values)
-
-    def scenario_names(self, options: LabOptions | None = None) -> list[str]:
-        """Every scenario this lab runs with these options (its defaults when none are given)."""
-        return [s.name for s in self.scenarios(options or self.options())]
