@@ -1,17 +1,65 @@
-"""Evidence as drift and the fleet view compare it: handles, addresses and figures blanked."""
+"""Evidence as drift and the fleet view compare it: what the run decided, without the values of this one run.
+
+Two runs of the same code on the same machine must read the same; a change of verdict, of an error's name or
+of an outcome's class must still read differently. ``normalize`` therefore blanks, in this order:
+
+- handles, addresses and pointers: ``0x7f41...`` (five hex digits or more) and the bare hexadecimal handle
+  after ``context``/``handle``/``pointer``/``address`` (Numba's "non-primary CUDA context 349c6ed0") read
+  ``0x…``; a null handle (``0x0``) and small ids stay, they are decided;
+- rates and timings (numbers with a decimal point) read ``#.#``;
+- the numbers of a silent wrong result: ``silent-wrong-result (got 184549376, expected 1073741824)`` reads
+  ``silent-wrong-result`` (the class is compared, the wrong values are not), and the count after "wrong
+  values (returned) without an error:" reads ``some`` unless it is 0 (wrong values appearing or vanishing is
+  compared, how many of them is not);
+- distributions over repeats (``claim.spread``: "A in 2 of 3, B in 1 of 3"): items that became the same
+  class are merged and the items sorted (equal counts print in the order first seen, which races decide);
+  where a distribution holds silent wrong results, how the repeats split between the classes reads ``#``
+  ("correct in # of 2, silent-wrong-result in # of 2"): in undefined-behaviour territory such as an
+  unordered hand-over the split is the race's, not the code's. The classes seen, and the count of repeats,
+  are compared; a distribution of one class reads as ``spread`` prints one: ``silent-wrong-result (all 2)``.
+"""
 
 from __future__ import annotations
 
 import re
 
+from ctxlab.records.schema import SILENT_WRONG
+
 _VOLATILE = [
-    (re.compile(r"0x[0-9a-fA-F]{5,}"), "0x…"),       # handles and addresses change every run
-    (re.compile(r"\b\d+\.\d+\b"), "#.#"),             # rates and timings
+    (re.compile(r"0[xX][0-9a-fA-F]{5,}"), "0x…"),  # handles and addresses change every run
+    # A handle printed without 0x where a handle is named (Numba: "non-primary CUDA context 349c6ed0").
+    (re.compile(r"\b(context|handle|pointer|address)( +)[0-9a-fA-F]{5,}\b", re.IGNORECASE), r"\1\g<2>0x…"),
+    (re.compile(r"\b\d+\.\d+\b"), "#.#"),  # rates and timings
+    (re.compile(re.escape(SILENT_WRONG) + r" \(got [^()]*\)"), SILENT_WRONG),  # the wrong values read
+    (re.compile(r"(wrong values? (?:returned )?without an error: )[1-9]\d*"), r"\g<1>some"),
 ]
+
+# One item of a distribution ("CUDA_ERROR_X in 2 of 3"), and a run of them separated by ", ". An item's text
+# reaches back to the previous , ; or : (re finds the leftmost start).
+_ITEM = r"[^,;:]+? in \d+ of \d+"
+_SPREAD = re.compile(rf"{_ITEM}(?:, {_ITEM})*")
+_PARTS = re.compile(r"^(?P<what>.+?) in (?P<n>\d+) of (?P<of>\d+)$", re.DOTALL)
+
+
+def _spread(match: re.Match) -> str:
+    text = match.group(0)
+    items = [_PARTS.match(item.strip()) for item in text.split(", ")]
+    parts = [(m["what"], int(m["n"]), m["of"]) for m in items if m]
+    if len(parts) < 2 or len(parts) != len(items) or len({of for _, _, of in parts}) != 1:
+        return text  # one item, or not one distribution: as written
+    lead, total = text[:len(text) - len(text.lstrip())], parts[0][2]
+    counts: dict[str, int] = {}
+    for what, n, _ in parts:
+        counts[what] = counts.get(what, 0) + n
+    if len(counts) == 1 and sum(counts.values()) == int(total):
+        return f"{lead}{next(iter(counts))} (all {total})"
+    racy = SILENT_WRONG in counts
+    return lead + ", ".join(f"{what} in {'#' if racy else n} of {total}" for what, n in sorted(counts.items()))
 
 
 def normalize(evidence: str) -> str:
-    """Evidence with handles, addresses and figures blanked: what drift compares."""
+    """Evidence as drift compares it: handles, addresses, timings and the values and splits of silent wrong
+    results blanked, distributions in one order (the module docstring says what and why)."""
     for pattern, replacement in _VOLATILE:
         evidence = pattern.sub(replacement, evidence)
-    return evidence
+    return _SPREAD.sub(_spread, evidence)
