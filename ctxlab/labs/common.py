@@ -1,21 +1,22 @@
 """What scenarios share inside their child processes: the recorder bound to
-CUDA, the thread's context state, what a scenario hands back, and the
-environment read in a child."""
+CUDA, the thread's context state, what a scenario hands back, a green context
+or the reason there is none, and the environment read in a child."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from ctxlab.cuda import driver as drv
+from ctxlab.cuda import green as greens
 from ctxlab.harness.isolate import run_isolated
 from ctxlab.harness.recorder import Recorder
+from ctxlab.trace import start_for_child, summarize
 
 
 def cuda_recorder(scenario: str | None = None, tracer: Any = None) -> Recorder:
     """A recorder that stamps each observation with this thread's current context; its tracer is the
     one given, else the run's (--trace), else none."""
-    from ctxlab.cuda import driver as drv
-    from ctxlab.trace import start_for_child, summarize
 
     def probe():
         view = drv.current()
@@ -31,8 +32,6 @@ def context_state(device: int, with_primary: bool = True) -> dict:
     state is still recorded. The primary handle is read only while it is active:
     retaining an inactive primary context would create it.
     """
-    from ctxlab.cuda import driver as drv
-
     cur = drv.outcome(drv.current)
     st = drv.outcome(drv.primary_state, device)
     state = {"current": cur["value"].handle if cur["ok"] else None,
@@ -60,6 +59,20 @@ def skipped_output(scenario: str, why: str | None) -> dict:
     rec = Recorder(scenario=scenario)
     rec.add("start", "skipped", why or "no reason recorded", context=(None, None))
     return scenario_output(rec)
+
+
+def green_or_skip(scenario: str, device: int,
+                  rec: Recorder | None = None) -> tuple[greens.GreenContext | None, dict | None]:
+    """The prologue of every scenario that needs a green context: ``(the green context, None)``, or ``(None, the
+    scenario's output)`` that records why none can be made here (in ``rec`` when given, else in a recorder of its
+    own that makes no CUDA call), so that its claims are ``skipped`` with that reason."""
+    green, why = greens.make_or_reason(device)
+    if green is not None:
+        return green, None
+    if rec is None:
+        return None, skipped_output(scenario, why)
+    rec.add("start", "skipped", why or "no reason recorded", context=(None, None))
+    return None, scenario_output(rec)
 
 
 def capture_environment(device: int) -> dict:

@@ -1,0 +1,21 @@
+"""modules: how and when modules get into a context, from nvcc's registration stub to lazy loading.
+
+Each scenario runs in its own child process (CUDA_MODULE_LOADING is read once,
+when CUDA initialises). Witnesses of a load, recorded after every step by the
+shared step recorder: CUPTI's MODULE_LOADED resource event where CUPTI works,
+and device memory in use (cuMemGetInfo): the probe module carries a large
+``__device__`` array whose memory appears when the module is really loaded into
+a context. Module and library loading are the subject of these experiments, so
+the scenarios call cuda.bindings' module and library functions directly.
+"""
+
+
+from ctxlab.lab import Lab, LabOptions
+from ctxlab.labs.modules import claims, scenarios
+from ctxlab.labs.modules.claims import CLAIMS, NAME, VIEWS
+from ctxlab.labs.modules.scenarios import library, module_loading, nvcc, two_contexts
+
+__all__ = ["CLAIMS", "LAB", "NAME", "library", "module_loading", "nvcc", "two_contexts"]
+
+LAB = Lab(NAME, "How and when are modules loaded into a context, from nvcc's stub to lazy loading?", LabOptions,
+          claims.CLAIMS, scenarios.scenarios, views=VIEWS)
