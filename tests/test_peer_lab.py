@@ -15,7 +15,7 @@ from ctxlab.labs import peer as lab
 
 def _gpus(monkeypatch, count: int, access: int = 1) -> None:
     monkeypatch.setattr("ctxlab.cuda.environment.device_count", lambda: count)
-    monkeypatch.setattr(lab, "can_access", lambda device, peer: access)
+    monkeypatch.setattr(lab.scenarios, "can_access", lambda device, peer: access)
 
 
 def _run_children_here(options) -> list:

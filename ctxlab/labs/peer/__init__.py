@@ -1,0 +1,31 @@
+"""peer: on two GPUs, is peer access a property of the context, and does it follow the context to another thread?
+
+The lab runs on its device and the next one (``--device N`` pairs GPU N with GPU
+(N+1) mod the count, so ``check --devices all`` on two GPUs runs 0->1 and 1->0).
+Context A on the lab's GPU enables peer access toward a context P on the other
+(cuDeviceCanAccessPeer first, then cuCtxEnablePeerAccess twice), is popped on
+thread T1 and pushed on T2, which copies P's memory (cuMemcpyPeer, cuMemcpyDtoD)
+and launches a kernel in A that reads it; once with cuCtxCreate contexts, once
+with both primary contexts. Kernels that read the other GPU's memory without
+access granted to their context (no context enabled it; only a sibling did; the
+reverse direction) may fault, so they run repeated, each in a fresh process.
+A primary context reset (of either GPU) shows whether access survives the
+context being made again. ``thread-devices`` records each thread's runtime
+device (cudaGetDevice/cudaSetDevice) and both primary contexts as two threads use them.
+
+On a machine with one GPU every scenario records ``skipped`` with the reason.
+The scenarios call cuda.bindings' peer-access and copy calls directly: they are
+the subject of the experiment.
+"""
+
+from __future__ import annotations
+
+from ctxlab.lab import Lab, LabOptions
+from ctxlab.labs.peer import claims, scenarios
+from ctxlab.labs.peer.claims import CLAIMS, HANDOFF, NAME, RESET, THREADS, WITHOUT_ACCESS
+from ctxlab.labs.peer.scenarios import can_access, pair_or_reason
+
+__all__ = ["CLAIMS", "HANDOFF", "LAB", "NAME", "RESET", "THREADS", "WITHOUT_ACCESS", "can_access", "pair_or_reason"]
+
+LAB = Lab(NAME, "On two GPUs, does peer access belong to the context and follow it to another thread, and what is "
+                "each thread's current device?", LabOptions, claims.CLAIMS, scenarios.scenarios)
