@@ -57,24 +57,26 @@ def run(name: str, progress: Callable[[str], None] | None = None,
 def check(names: Sequence[str] | None = None, devices: Sequence[int] = (0,), *, timeout: float | None = None,
           jobs: int | None = None, repeats: int | None = None, progress: Callable[[LabResult], None] | None = None,
           registry: dict[str, str] | None = None, baseline: Sequence[LabResult] | None = None,
-          schedule: list | None = None) -> list[LabResult]:
+          schedule: list | None = None, isolation: str = "batched") -> list[LabResult]:
     """Every lab (or ``names``) on every GPU in ``devices``, isolated: one LabResult per lab and GPU.
 
     All their scenarios share one pool of ``jobs`` child processes (default: the cores, at most 8), ordered by a
     ``baseline`` run's timings when given; ``schedule`` receives when each ran. A lab whose own code
-    breaks becomes a result holding that error; the others go on.
+    breaks becomes a result holding that error; the others go on. ``isolation="each"`` runs every scenario
+    in a child of its own, also those that may share one (``Isolation.SHARED``).
     """
     from ctxlab.suite import run_check
 
-    chosen = checked_selection(names, devices, timeout=timeout, jobs=jobs, repeats=repeats, registry=registry)
+    chosen = checked_selection(names, devices, timeout=timeout, jobs=jobs, repeats=repeats, registry=registry,
+                               isolation=isolation)
     return run_check(chosen, list(devices), timeout=timeout, jobs=jobs, repeats=repeats,
                      progress=progress, registry=registry, baseline=list(baseline) if baseline else None,
-                     schedule=schedule)
+                     schedule=schedule, isolation=isolation)
 
 
 def checked_selection(names: Sequence[str] | None, devices: Sequence[int], *, timeout: float | None = None,
                       jobs: int | None = None, repeats: int | None = None,
-                      registry: dict[str, str] | None = None) -> list[str]:
+                      registry: dict[str, str] | None = None, isolation: str = "batched") -> list[str]:
     """The labs ``check`` runs, every argument validated first, as ``run`` validates its options: a name
     that is not a lab (``UnknownLab``), an empty or string selection, no device, a bad timeout, jobs or
     repeats (``OptionError``), no GPU or a device that does not exist (``NoGpu``, ``BadDevice``)."""
@@ -96,7 +98,7 @@ def checked_selection(names: Sequence[str] | None, devices: Sequence[int], *, ti
     labs = [get_lab(name, registry) for name in chosen]  # UnknownLab for a name that is not a lab
     for lab in labs:
         for device in devices:
-            lab.make_options(device=device, scenario_timeout=timeout,
+            lab.make_options(device=device, scenario_timeout=timeout, isolation=isolation,
                              **({"repeats": repeats} if repeats is not None else {}))
     if any(lab.needs_gpu for lab in labs):
         for device in devices:

@@ -354,6 +354,10 @@ def parse_devices(text: str) -> list[int]:
                    "the driver makes contexts one process at a time); scenarios "
                    "that need the GPU alone still run one at a time.")
 @repeats_option
+@click.option("--isolation", type=click.Choice(("batched", "each")), default="batched", show_default=True,
+              help="batched: scenarios that do not need a fresh process share one child per lab, checked clean "
+                   "between two (no thread left, no context current, no sticky error, the primary context as "
+                   "the first left it), the rest re-run in fresh children if not; each: one child per scenario.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, show_default="table",
               help="Format of the report --output gets: table, json (every run), junit, markdown "
                    "(the CI summary) or openmetrics (for node_exporter's textfile collector).")
@@ -374,8 +378,8 @@ def parse_devices(text: str) -> list[int]:
 @max_size_option
 @domain_errors
 @fleet_check
-def check(devices, only, timeout, jobs, repeats, fmt, output, steps, full, json_path, junit_path, markdown_path,
-          baseline, fail_on_drift, profile, max_size, openmetrics_path=None):
+def check(devices, only, timeout, jobs, repeats, isolation, fmt, output, steps, full, json_path, junit_path,
+          markdown_path, baseline, fail_on_drift, profile, max_size, openmetrics_path=None):
     """Run every lab, isolated, and report for CI: exit 1 when a documented claim fails or a lab errors.
 
     \b
@@ -390,11 +394,14 @@ def check(devices, only, timeout, jobs, repeats, fmt, output, steps, full, json_
     on drift with --fail-on-drift), 2 for usage or environment problems such as
     no GPU.
 
-    Each scenario runs in a fresh process, and the driver makes contexts one at
-    a time: that bounds check's time. CUDA_DEVICE_MAX_CONNECTIONS=1 (one
-    hardware queue per context instead of 8) makes each context about half as
-    costly and check about twice as fast; check does not set it for you, and
-    each run records the driver variables it was given.
+    Every child pays for its own contexts, and the driver makes contexts one
+    process at a time: that bounds check's time. So scenarios that need no
+    fresh process share one child per lab (--isolation batched, checked clean
+    between two); first-context sequences, undefined-behaviour repeats, fork
+    and anything that may leave a sticky error keep a process of their own.
+    CUDA_DEVICE_MAX_CONNECTIONS=1 (one hardware queue per context instead of
+    8) makes each context about half as costly; check does not set it for
+    you, and each run records the driver variables it was given.
     """
     import ctxlab.api
     from ctxlab.output import check_outputs, write_outputs
@@ -419,7 +426,7 @@ def check(devices, only, timeout, jobs, repeats, fmt, output, steps, full, json_
     t0 = time.perf_counter()
     schedule: list = []
     runs = ctxlab.api.check(names, chosen, timeout=timeout, jobs=jobs, repeats=repeats, baseline=base,
-                            progress=lambda run: say(progress_line(run)), schedule=schedule)
+                            progress=lambda run: say(progress_line(run)), schedule=schedule, isolation=isolation)
     drifted = drift(runs, base) if base is not None else None
     say(f"check: {len(runs)} lab run(s) in {time.perf_counter() - t0:.2f} s")
     if profile:

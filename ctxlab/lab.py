@@ -25,6 +25,11 @@ class Isolation(StrEnum):
     FORKSERVER = "forkserver"  # a fresh child of the forkserver that imported CuPy and cuda.bindings (no CUDA call)
     FRESH = "fresh"  # a new interpreter that has imported nothing: for watching imports themselves
     GPU_ALONE = "gpu-alone"  # a forkserver child that holds the GPU alone: its figures read device-wide state
+    # One forkserver child shared, one scenario after another, with the lab's other SHARED scenarios of the same
+    # environment (harness.batch): for a scenario that does not need a fresh process. It may start libraries
+    # and their primary context, never release, reset or re-flag it, and must leave no thread running and no
+    # context current; the harness checks that between two and re-runs the rest in fresh children if not.
+    SHARED = "shared"
 
 
 class _Target:
@@ -84,6 +89,7 @@ class LabOptions:
     repeats: int = field(default=DEFAULT_REPEATS, metadata=bounded(1, 100))
     scenario_timeout: float | None = field(default=None, metadata=bounded(0.1, 86400))  # caps each scenario's own
     jobs: int | None = field(default=None, metadata=bounded(1, 256))  # scenarios side by side (default: cores)
+    isolation: str = field(default="batched", metadata={"choices": ("batched", "each")})  # each: SHARED ones too
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -100,7 +106,11 @@ def validate(f: dataclasses.Field, value: Any) -> None:
     flag = "--" + f.name.replace("_", "-")
     if value is None:
         return
-    if isinstance(value, float) and not math.isfinite(value):
+    if "choices" in f.metadata:
+        if value in f.metadata["choices"]:
+            return
+        problem = f"{value!r} is not one of {', '.join(f.metadata['choices'])}"
+    elif isinstance(value, float) and not math.isfinite(value):
         problem = f"{value} is not a finite number"
     elif isinstance(value, bool) or not isinstance(value, (int, float)):
         if "range" not in f.metadata:
@@ -125,6 +135,9 @@ class Lab:
     scenarios: Callable[[Any], list[Scenario]]  # options -> the scenarios to run
     views: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # step tables: kind -> columns
     needs_gpu: bool = True  # False only for the test suite's stand-in labs
+    # What a shared child checks between two SHARED scenarios (harness.batch); the test suite's stand-in labs,
+    # which have no GPU, name their own.
+    clean_check: str = "ctxlab.harness.batch:cuda_problems"
 
     def __post_init__(self) -> None:
         ids = [c.id for c in self.claims]

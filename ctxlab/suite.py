@@ -56,7 +56,7 @@ def progress_line(run: LabResult) -> str:
 def run_check(names: list[str] | None, devices: list[int], timeout: float | None = None, jobs: int | None = None,
               repeats: int | None = None, progress: Callable[[LabResult], None] | None = None,
               registry: dict[str, str] | None = None, baseline: list[LabResult] | None = None,
-              schedule: list[Scheduled] | None = None) -> list[LabResult]:
+              schedule: list[Scheduled] | None = None, isolation: str = "batched") -> list[LabResult]:
     """Every lab in ``names`` (default: all) on every GPU in ``devices``, in that order.
 
     Every scenario of every lab runs in one pool of ``jobs`` child processes at a time (default: the
@@ -71,7 +71,7 @@ def run_check(names: list[str] | None, devices: list[int], timeout: float | None
             try:
                 lab = get_lab(name, registry)
                 plans.append(plan(lab, lab.make_options(device=device, scenario_timeout=timeout,
-                                                        repeats=repeats or DEFAULT_REPEATS)))
+                                                        repeats=repeats or DEFAULT_REPEATS, isolation=isolation)))
             except Exception as exc:  # the lab's own code broke: its error, the others go on
                 broken[(name, device)] = _error_result(name, device, exc, time.perf_counter() - t)
                 if progress:
@@ -102,7 +102,10 @@ def profile_lines(schedule: list[Scheduled]) -> list[str]:
     cpu = sum(s.cpu or 0.0 for s in measured)
     spawn = sum(s.spawn or 0.0 for s in measured)
     share = cpu / max(1e-9, sum(s.ended - s.started for s in measured))
-    lines += ["", f"wall {wall:.2f} s; child processes {len(schedule)}, {busy:.2f} s of child time; "
+    children = len({s.child[0] if s.child else ("own", i) for i, s in enumerate(schedule)})
+    shared = sum(1 for s in schedule if s.child)
+    lines += ["", f"wall {wall:.2f} s; child processes {children} for {len(schedule)} scenario runs"
+                  + (f" ({shared} of them in shared children)" if shared else "") + f", {busy:.2f} s of child time; "
                   f"GPU-alone jobs {alone:.2f} s (they run one at a time with nothing beside them: a floor)",
               f"children's CPU time {cpu:.2f} s ({share:.0%} of their wall time; the rest they waited: the "
               f"driver, the GPU, other processes); starting them {spawn:.2f} s"

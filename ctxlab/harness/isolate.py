@@ -47,7 +47,8 @@ class ChildUsage:
     cpu: float
 
 
-def _usage(entered: float) -> ChildUsage:
+def usage_since(entered: float) -> ChildUsage:
+    """What this process spent so far, for a scenario that began at ``entered``."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     return ChildUsage(entered, own.ru_utime + own.ru_stime)
 
@@ -64,7 +65,7 @@ class IsolatedFailure(RuntimeError):
         return {"kind": self.kind, "message": self.message, "output_tail": self.output}
 
 
-def _mp(fresh: bool = False):
+def mp_context(fresh: bool = False):
     """The forkserver (CuPy and cuda.bindings already imported), or with
     ``fresh`` a spawned interpreter that has imported nothing yet."""
     global _context
@@ -76,11 +77,9 @@ def _mp(fresh: bool = False):
     return _context
 
 
-def _child(target: str, args: tuple, kwargs: dict, conn, log_path: str, env: dict, progress_conn) -> None:
-    global _progress_conn
-    entered = time.perf_counter()
+def child_output(log_path: str, env: dict) -> None:
+    """In a child: a process group of its own, its output into ``log_path``, ``env`` applied."""
     os.setpgrp()  # a group of its own: a child killed at its timeout takes the processes it started with it
-    _progress_conn = progress_conn
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -89,13 +88,20 @@ def _child(target: str, args: tuple, kwargs: dict, conn, log_path: str, env: dic
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+def _child(target: str, args: tuple, kwargs: dict, conn, log_path: str, env: dict, progress_conn) -> None:
+    global _progress_conn
+    entered = time.perf_counter()
+    _progress_conn = progress_conn
+    child_output(log_path, env)
     try:
         module_name, func_name = target.split(":")
         func = getattr(importlib.import_module(module_name), func_name)
         value = func(*args, **kwargs)
-        conn.send(("ok", value, _usage(entered)))
+        conn.send(("ok", value, usage_since(entered)))
     except BaseException as exc:  # its text travels: not every exception pickles
-        conn.send(("error", "".join(traceback.format_exception(exc)), _usage(entered)))
+        conn.send(("error", "".join(traceback.format_exception(exc)), usage_since(entered)))
     finally:
         conn.close()
 
@@ -116,7 +122,7 @@ def run_isolated(target: str, *args: Any, timeout: float = 60.0, env: dict | Non
     the preload module) instead of a forkserver child. ``on_usage`` receives
     what the child spent, when it answered (``check --profile`` prints it).
     """
-    mp = _mp(fresh)
+    mp = mp_context(fresh)
     fd, log_path = tempfile.mkstemp(prefix="ctxlab-child-", suffix=".log")
     os.close(fd)
     parent, child = mp.Pipe(duplex=False)
@@ -133,14 +139,14 @@ def run_isolated(target: str, *args: Any, timeout: float = 60.0, env: dict | Non
         if message is None and not timed_out:
             process.join(5)  # the pipe closed: the child is dying; let it be reaped
         if message is None and process.is_alive():
-            _kill(process)
+            kill_group(process)
             process.join(5)
-            raise IsolatedFailure("timeout", f"{target} did not finish within {timeout:g} s", _read(log_path))
+            raise IsolatedFailure("timeout", f"{target} did not finish within {timeout:g} s", read_tail(log_path))
         process.join(max(1.0, deadline - time.monotonic()))
         if message is None:
             code = process.exitcode
             how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
-            raise IsolatedFailure("crash", f"{target} died with {how} before it answered", _read(log_path))
+            raise IsolatedFailure("crash", f"{target} died with {how} before it answered", read_tail(log_path))
         kind, value, usage = message
         if on_usage is not None:
             on_usage(usage)
@@ -148,16 +154,16 @@ def run_isolated(target: str, *args: Any, timeout: float = 60.0, env: dict | Non
             return value
         text = value
         raise IsolatedFailure("exception", text.strip().splitlines()[-1] if text.strip() else "exception",
-                              tail(text + "\n" + _read(log_path)))
+                              tail(text + "\n" + read_tail(log_path)))
     finally:
         parent.close()
         progress_in.close()
         if process.is_alive():
-            _kill(process)
+            kill_group(process)
         Path(log_path).unlink(missing_ok=True)
 
 
-def _kill(process) -> None:
+def kill_group(process) -> None:
     """Kill the child and every process of its group (an interpreter or program it started)."""
     try:
         os.killpg(process.pid, signal.SIGKILL)
@@ -196,7 +202,8 @@ def _drain(conn, on_progress) -> None:
         pass
 
 
-def _read(path: str) -> str:
+def read_tail(path: str) -> str:
+    """The end of a child's log ('' when it cannot be read)."""
     try:
         return tail(Path(path).read_text(errors="replace"))
     except OSError:

@@ -19,21 +19,26 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from ctxlab.harness.gpu_lock import default_children
-from ctxlab.harness.runner import Job, JobResult, LabPlan, assemble, environment_of, execute
+from ctxlab.harness.runner import Job, JobResult, LabPlan, Unit, assemble, environment_of, execute_unit, units
 from ctxlab.records.model import LabResult
 
 
 @dataclasses.dataclass(frozen=True)
 class Slot:
-    """One job of one lab's plan, as scheduled."""
+    """One child of one lab's plan, as scheduled: one job, or several shared ones (``harness.batch``)."""
 
     plan: LabPlan
-    index: int  # in plan.jobs
+    unit: Unit
 
     @property
     def job(self) -> Job:
-        """The job."""
-        return self.plan.jobs[self.index]
+        """Its first job (for a single job, the job)."""
+        return self.plan.jobs[self.unit.indices[0]]
+
+    @property
+    def jobs(self) -> list[Job]:
+        """Every job it runs."""
+        return [self.plan.jobs[i] for i in self.unit.indices]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +54,7 @@ class Scheduled:
     ended: float
     entered: float | None = None  # when the child began running its scenario (None: it died first)
     cpu: float | None = None  # the child's CPU seconds, user + system
+    child: tuple | None = None  # (shared child, job): jobs with the same first value ran in one child
 
     @property
     def waited(self) -> float:
@@ -63,17 +69,21 @@ class Scheduled:
 
 
 def estimate(slot: Slot, durations: dict[tuple[str, str], float]) -> float:
-    """A job's expected seconds: its scenario's recorded time divided over its repeats (0 when unknown)."""
-    total = durations.get((slot.plan.lab.name, slot.job.scenario.name), 0.0)
-    runs = sum(1 for job in slot.plan.jobs if job.scenario is slot.job.scenario)
-    return total / max(1, runs)
+    """A child's expected seconds: its scenarios' recorded times, each divided over its repeats (0 when
+    unknown)."""
+    total = 0.0
+    for mine in slot.jobs:
+        runs = sum(1 for job in slot.plan.jobs if job.scenario is mine.scenario)
+        total += durations.get((slot.plan.lab.name, mine.scenario.name), 0.0) / max(1, runs)
+    return total
 
 
 def order(plans: list[LabPlan], durations: dict[tuple[str, str], float] | None = None) -> list[Slot]:
-    """GPU-alone jobs first, then the rest; each group longest first (declared order where unknown)."""
+    """GPU-alone jobs first, then the rest; each group longest first (shared children, which run several
+    scenarios, then the declared order where unknown)."""
     durations = durations or {}
-    slots = [Slot(p, i) for p in plans for i in range(len(p.jobs))]
-    return sorted(slots, key=lambda s: (not s.job.gpu_alone, -estimate(s, durations)))
+    slots = [Slot(p, u) for p in plans for u in units(p)]
+    return sorted(slots, key=lambda s: (not s.job.gpu_alone, -estimate(s, durations), -len(s.unit.indices)))
 
 
 def run_plans(plans: list[LabPlan], width: int | None = None, durations: dict[tuple[str, str], float] | None = None,
@@ -102,17 +112,22 @@ def run_plans(plans: list[LabPlan], width: int | None = None, durations: dict[tu
                 on_result(result)
 
         def run(slot: Slot, submitted: float) -> None:
-            result = execute(slot.plan.lab.name, slot.job, slot.plan.options, lambda message: None)
+            done = execute_unit(slot.plan, slot.unit, lambda message: None)
+            shared = len(slot.unit.indices) > 1
             with lock:
-                results[id(slot.plan)][slot.index] = result
-                left[id(slot.plan)] -= 1
+                for index, result in done:
+                    results[id(slot.plan)][index] = result
+                    left[id(slot.plan)] -= 1
+                    job = slot.plan.jobs[index]
+                    if schedule is not None:
+                        usage = result.usage
+                        note = " (fresh: its shared child stopped)" if result.rerun else " [shared child]" * shared
+                        schedule.append(Scheduled(slot.plan.lab.name, slot.plan.options.device, job.label + note,
+                                                  job.gpu_alone, submitted - t0, result.started - t0,
+                                                  result.ended - t0, usage.entered - t0 if usage else None,
+                                                  usage.cpu if usage else None, child=(id(slot), index)
+                                                  if shared and not result.rerun else None))
                 last = left[id(slot.plan)] == 0
-                if schedule is not None:
-                    usage = result.usage
-                    schedule.append(Scheduled(slot.plan.lab.name, slot.plan.options.device, slot.job.label,
-                                              slot.job.gpu_alone, submitted - t0, result.started - t0,
-                                              result.ended - t0, usage.entered - t0 if usage else None,
-                                              usage.cpu if usage else None))
             if last:
                 finish(slot.plan)
 

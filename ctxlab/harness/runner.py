@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ctxlab.claim import judge
+from ctxlab.harness.batch import Item, run_batch
 from ctxlab.harness.gpu_lock import GPU, SLOTS, default_children
 from ctxlab.harness.isolate import ChildUsage, IsolatedFailure, run_isolated
 from ctxlab.lab import Isolation, Lab, LabOptions, Scenario
@@ -60,6 +61,7 @@ class JobResult:
     started: float  # after the GPU lock and a slot were held
     ended: float
     usage: ChildUsage | None = None  # None when the child died before it answered
+    rerun: str | None = None  # why it ran in a fresh child after its shared child stopped
 
     @property
     def seconds(self) -> float:
@@ -78,6 +80,29 @@ class LabPlan:
     started: str = dataclasses.field(
         default_factory=lambda: datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"))
     t0: float = dataclasses.field(default_factory=time.perf_counter)
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+    """What one child runs: one job, or several SHARED jobs one after another (their indices in the plan)."""
+
+    indices: tuple[int, ...]
+
+
+def units(planned: LabPlan) -> list[Unit]:
+    """The plan's jobs by child: SHARED scenarios of one environment together (not with ``--isolation each``,
+    nor traced: a trace is one scenario's), every other job alone."""
+    options = planned.options
+    groups: dict[tuple, list[int]] = {}
+    out: list[Unit] = []
+    for index, job in enumerate(planned.jobs):
+        sc = job.scenario
+        if (sc.isolation is Isolation.SHARED and job.repeat is None and options.isolation == "batched"
+                and not options.trace):
+            groups.setdefault(tuple(sorted(sc.env.items(), key=str)), []).append(index)
+        else:
+            out.append(Unit((index,)))
+    return [Unit(tuple(g)) for g in groups.values()] + out
 
 
 def jobs_for(scenarios: list[Scenario], repeats: int) -> list[Job]:
@@ -106,17 +131,55 @@ def run_lab(lab: Lab, options: LabOptions, progress: Progress | None = None,
     planned = plan(lab, options)
     environment = environment_of(options.device)
     width = max(1, min(options.jobs or default_children(), len(planned.jobs) or 1))
+    results: list[JobResult | None] = [None] * len(planned.jobs)
     with ThreadPoolExecutor(max_workers=width) as pool:
-        results = list(pool.map(lambda job: execute(lab.name, job, options, say, on_progress), planned.jobs))
-    return assemble(planned, environment, results)
+        for done in pool.map(lambda unit: execute_unit(planned, unit, say, on_progress), units(planned)):
+            for index, result in done:
+                results[index] = result
+    return assemble(planned, environment, [r for r in results if r is not None])
+
+
+def _timeout(sc: Scenario, options: LabOptions) -> float:
+    return min(sc.timeout, options.scenario_timeout) if options.scenario_timeout else sc.timeout
+
+
+def _env(sc: Scenario, options: LabOptions) -> dict:
+    return {**sc.env, **({"CTXLAB_TRACE": "1"} if options.trace else {})}
+
+
+def execute_unit(planned: LabPlan, unit: Unit, say: Progress,
+                 on_progress: ScenarioProgress | None = None) -> list[tuple[int, JobResult]]:
+    """Run one unit: (job index, result) for each of its jobs. A shared child that stops early (its check
+    failed, a scenario crashed or hung) leaves the rest of its jobs to fresh children, each noted why."""
+    lab, options = planned.lab.name, planned.options
+    jobs = [planned.jobs[i] for i in unit.indices]
+    if len(jobs) == 1:
+        return [(unit.indices[0], execute(lab, jobs[0], options, say, on_progress))]
+    items = [Item(j.scenario.target, j.scenario.args, dict(j.scenario.kwargs), _timeout(j.scenario, options))
+             for j in jobs]
+    queued = time.perf_counter()
+    with GPU.hold(False), SLOTS:
+        run = run_batch(items, _env(jobs[0].scenario, options), planned.lab.clean_check)
+    out = [(unit.indices[r.index], JobResult(r.out, queued, r.started, r.ended, r.usage)) for r in run.ran]
+    for r in run.ran:
+        say(f"{lab}: {jobs[r.index].label} " + (f"{r.out.kind}: {r.out.message}" if isinstance(r.out, IsolatedFailure)
+                                                 else f"done in {r.ended - r.started:.2f} s (shared child)"))
+    if run.stopped is not None:
+        at, why = run.stopped
+        rest = jobs[at:]
+        say(f"{lab}: the shared child stopped before {rest[0].label} ({why}); {len(rest)} scenario(s) re-run in "
+            "fresh children")
+        for k, job in enumerate(rest, start=at):
+            result = execute(lab, job, options, say, on_progress)
+            out.append((unit.indices[k], dataclasses.replace(result, rerun=why)))
+    return out
 
 
 def execute(lab: str, job: Job, options: LabOptions, say: Progress,
             on_progress: ScenarioProgress | None = None) -> JobResult:
     """One child; a crash, hang or exception there becomes that job's failure and the lab goes on."""
     sc = job.scenario
-    timeout = min(sc.timeout, options.scenario_timeout) if options.scenario_timeout else sc.timeout
-    env = {**sc.env, **({"CTXLAB_TRACE": "1"} if options.trace else {})}
+    timeout, env = _timeout(sc, options), _env(sc, options)
     queued = time.perf_counter()
     usage: list[ChildUsage] = []
     with GPU.hold(job.gpu_alone), SLOTS:
@@ -134,6 +197,14 @@ def execute(lab: str, job: Job, options: LabOptions, say: Progress,
     else:
         say(f"{lab}: {job.label} done in {ended - started:.2f} s")
     return JobResult(out, queued, started, ended, usage[0] if usage else None)
+
+
+def isolation_record(planned: LabPlan, results: list[JobResult]) -> dict:
+    """How the jobs were isolated, for the result: the shared children's scenarios and every re-run."""
+    shared = [[planned.jobs[i].label for i in unit.indices] for unit in units(planned) if len(unit.indices) > 1]
+    reruns = [{"scenario": job.label, "why": result.rerun}
+              for job, result in zip(planned.jobs, results, strict=True) if result.rerun]
+    return {"mode": planned.options.isolation, "shared_children": shared, "re_run_fresh": reruns}
 
 
 def assemble(planned: LabPlan, environment: dict, results: list[JobResult]) -> LabResult:
@@ -162,7 +233,8 @@ def assemble(planned: LabPlan, environment: dict, results: list[JobResult]) -> L
                      environment={**environment, "ctxlab": __version__},  # which judges gave these verdicts
                      options=planned.options.to_dict(), observations=tuple(observations),
                      claims=judge(lab.claims, observations, ran), errors=tuple(errors), metrics=metrics,
-                     timings=timings, views=dict(lab.views), flags=tuple(silent_wrong_flags(observations)))
+                     timings=timings, views=dict(lab.views), flags=tuple(silent_wrong_flags(observations)),
+                     isolation=isolation_record(planned, results))
 
 
 def _tagged(observations: Any, repeat: int | None) -> list[Observation]:

@@ -105,6 +105,9 @@ class LabResult:
     # A node that could not run at all (no driver, no GPU, device missing): why, and what was found
     # (``ctxlab.envrecord``); such a run has no claims and one error of kind "environment".
     environment_error: dict = field(default_factory=dict)
+    # How the scenarios were isolated (harness.batch): scenarios that shared a child, and any re-run in fresh
+    # children because one before them left the shared child unclean, crashed or hung (and why).
+    isolation: dict = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -131,6 +134,8 @@ class LabResult:
             out["flags"] = list(self.flags)
         if self.environment_error:
             out["environment_error"] = self.environment_error
+        if self.isolation:
+            out["isolation"] = self.isolation
         return out
 
     @classmethod
@@ -144,7 +149,8 @@ class LabResult:
                    trace=tuple(data.get("trace", ())), timings=dict(data.get("timings", {})),
                    views={str(k): tuple(v) for k, v in dict(data.get("views", {})).items()},
                    flags=tuple(data.get("flags", ())),
-                   environment_error=dict(data.get("environment_error", {})))
+                   environment_error=dict(data.get("environment_error", {})),
+                   isolation=dict(data.get("isolation", {})))
 
 
 def dumps(runs: list[LabResult], as_list: bool = False) -> str:

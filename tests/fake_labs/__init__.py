@@ -38,6 +38,33 @@ TIMED = Lab("timed", "A question?", LabOptions,
                              Scenario("alone", "tests.fake_labs.targets:nap", timeout=60,
                                       isolation=Isolation.GPU_ALONE)], needs_gpu=False)
 
+
+
+def _pids(observations):
+    return {"n": len(some(observations, "seen"))}
+
+
+def _shared_lab(name: str, steps: list[tuple[str, str, tuple]]) -> Lab:
+    """A lab of SHARED scenarios (name, target in targets.py, args) with the stand-in clean check."""
+    claim = Claim(f"{name}.claim", "Every scenario observed.", "a source", "promise",
+                  tuple(n for n, _, _ in steps), _pids, "{n} observations", lambda facts: facts["n"] == len(steps))
+    return Lab(name, "A question?", LabOptions, (claim,),
+               lambda options: [Scenario(n, f"tests.fake_labs.targets:{t}", (n, *a), timeout=3,
+                                         isolation=Isolation.SHARED) for n, t, a in steps],
+               needs_gpu=False, clean_check="tests.fake_labs.targets:stand_in_check")
+
+
+SHARED = _shared_lab("shared", [(f"s{i}", "observe_pid", ()) for i in range(1, 5)])
+SHARED_DIRTY = _shared_lab("shared-dirty", [("s1", "observe_pid", ()),
+                                            ("s2", "leave", ("a context is current (stand-in)",)),
+                                            ("s3", "observe_pid", ()), ("s4", "observe_pid", ())])
+SHARED_CRASH = _shared_lab("shared-crash", [("s1", "observe_pid", ()), ("s2", "crash_in_shared", ()),
+                                            ("s3", "observe_pid", ())])
+SHARED_HANG = _shared_lab("shared-hang", [("s1", "observe_pid", ()), ("s2", "hang_in_shared", ()),
+                                          ("s3", "observe_pid", ())])
+
 REGISTRY = {"ok": "tests.fake_labs:OK", "crash": "tests.fake_labs:CRASH", "hang": "tests.fake_labs:HANG",
             "fails": "tests.fake_labs:FAILS", "broken-judge": "tests.fake_labs:BROKEN_JUDGE",
-            "flaky": "tests.fake_labs:FLAKY", "timed": "tests.fake_labs:TIMED"}
+            "flaky": "tests.fake_labs:FLAKY", "timed": "tests.fake_labs:TIMED", "shared": "tests.fake_labs:SHARED",
+            "shared-dirty": "tests.fake_labs:SHARED_DIRTY", "shared-crash": "tests.fake_labs:SHARED_CRASH",
+            "shared-hang": "tests.fake_labs:SHARED_HANG"}

@@ -35,3 +35,52 @@ def nap(seconds: float = 0.3):
 
     time.sleep(seconds)
     return observe()
+
+
+# ---------------------------------------------------------------- shared children (harness.batch)
+
+# What a stand-in scenario left in this process: the stand-in clean check reports it (a real child would
+# have a context current or a sticky error).
+LEFT: list[str] = []
+
+
+def observe_pid(name: str):
+    """Observes which process it ran in (the shared child's, or a fresh one's) and what it found left."""
+    from ctxlab.harness.recorder import Recorder
+
+    SEEN.append(name)
+    rec = Recorder(scenario=name)
+    rec.add("step", "seen", 1)
+    rec.add("step", "pid", os.getpid())
+    return {"observations": rec.observations}
+
+
+def leave(name: str, what: str):
+    """Observes, then leaves ``what`` behind in the process (as a scenario leaving a context current)."""
+    LEFT.append(what)
+    return observe_pid(name)
+
+
+def crash_in_shared(name: str):
+    """Dies by a signal in a shared child (one that ran a scenario before); observes in a fresh one."""
+    if SEEN:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return observe_pid(name)
+
+
+def hang_in_shared(name: str):
+    """Hangs in a shared child (one that ran a scenario before); observes in a fresh one."""
+    import time
+
+    if SEEN:
+        time.sleep(60)
+    return observe_pid(name)
+
+
+# Scenarios this process ran (a fresh child starts with none: the module is imported in the child).
+SEEN: list[str] = []
+
+
+def stand_in_check(expected):
+    """The clean-process check of the stand-in labs: what a scenario left, and a state that never changes."""
+    return list(LEFT), "state"
