@@ -1070,7 +1070,10 @@ def scenarios(options: LabOptions) -> list[Scenario]:
             for lib in LIBRARIES]
     out.append(Scenario("together", f"{here}:together", (device,), isolation=Isolation.FRESH, env=ENV,
                         undefined=True))
-    out += [Scenario(_exchange_name(p, c), f"{here}:exchange", (device, p, c, how), env=ENV) for p, c, how in PAIRS]
+    # The exchanges share one child (harness.batch): each starts its two libraries (or finds them started) on
+    # the primary context and leaves them so; none needs a fresh process.
+    out += [Scenario(_exchange_name(p, c), f"{here}:exchange", (device, p, c, how), env=ENV,
+                     isolation=Isolation.SHARED) for p, c, how in PAIRS]
     out += [Scenario("fork", f"{here}:fork", (device,), undefined=True, timeout=90, env=ENV),
             Scenario("start-methods", f"{here}:start_methods", (device,), undefined=True, timeout=180, env=ENV)]
     out += interop_under.scenarios(device) + interop_blast.scenarios(device) + interop_memory.scenarios(device)
