@@ -1,34 +1,71 @@
-"""The verdict each claim is expected to get on the GPU the expectations were written for.
+"""What a lab's run must show on every GPU, and the exact verdicts where they were written for its environment.
 
-``tests/gpu/expected_verdicts.json`` names the GPU, driver and runtimes it was
-written for, and one verdict per claim (for untraced runs; ``traced`` lists the
-claims that read differently with --trace). On another GPU or driver the
-verdicts may rightly differ: the check is skipped with that reason, and the
-file for that machine is written from its recorded run.
+On any machine (``invariant_problems``): every scenario the run's options select ran (it recorded
+observations; one that could not run here recorded why, as a ``skipped`` observation with the reason: too few
+SMs, one GPU), every claim of the lab's catalogue is in the run, no claim is ``error`` and no scenario broke,
+every repeat of an undefined-behaviour scenario answered (or broke, which is an outcome), a ``skipped`` says
+why, and every promise ``holds`` (or is skipped with the reason): a ``fails`` on a new machine is a finding,
+and the test fails naming the claim and its evidence.
+
+Exact verdicts (``verdict_problems``) where an expectations file exists for the run's environment: one file per
+environment (GPU, driver, runtimes) under ``tests/gpu/expectations/``, named by ``slug``; today's is the
+H200's. Elsewhere the invariants are what is checked, and a warning names the file to write:
+``python -m tests.gpu.expected RUN.json...`` writes it from that machine's runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
+import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
-FILE = Path(__file__).with_name("expected_verdicts.json")
+EXPECTATIONS = Path(__file__).with_name("expectations")
+KEY = ("gpu", "driver_version", "runtime_versions")  # runtime-sensitive claims (thread-exit) need all three
+H200 = EXPECTATIONS / "nvidia-h200_driver-13000_cuda-bindings-13030_cupy-13020.json"
+ALLOWED = {"promise": {"holds", "skipped"}, "old-text": {"holds", "changed", "skipped"},
+           "observation": {"observed", "skipped"}}
 
 
-def expectations() -> dict:
-    return json.loads(FILE.read_text())
+# ---------------------------------------------------------------- which file
+
+def environment_key(env: dict) -> dict:
+    """What an expectations file is written for: the GPU, the driver and the runtimes' versions."""
+    return {key: env.get(key) for key in KEY}
 
 
-def differs(run) -> str | None:
-    """Why the expectations do not apply to the machine ``run`` was recorded on, or None when they do."""
-    written = expectations()["written_for"]
-    env = run.environment
-    for key in ("gpu", "driver_version", "runtime_versions"):  # runtime-sensitive claims (thread-exit) need all three
-        if env.get(key) != written[key]:
-            return f"the expectations were written for {key} {written[key]!r}; this run is on {env.get(key)!r}"
-    return None
+def slug(env: dict) -> str:
+    """The expectations file's name (without .json) for an environment: ``nvidia-h200_driver-13000_cupy-13020``."""
+    key = environment_key(env)
+    gpu = re.sub(r"[^a-z0-9]+", "-", str(key["gpu"]).lower()).strip("-")
+    runtimes = "_".join(f"{re.sub(r'[^a-z0-9]+', '-', name.lower())}-{version}"
+                        for name, version in sorted((key["runtime_versions"] or {}).items()))
+    return "_".join(part for part in (gpu, f"driver-{key['driver_version']}", runtimes) if part)
+
+
+def files() -> list[Path]:
+    """Every expectations file."""
+    return sorted(EXPECTATIONS.glob("*.json"))
+
+
+def expectations(path: Path = H200) -> dict:
+    """One expectations file (default: the H200's, the machine labs/results was recorded on)."""
+    return json.loads(Path(path).read_text())
+
+
+def expectations_for(env: dict) -> dict | None:
+    """The expectations written for this environment, or None where none were."""
+    path = EXPECTATIONS / f"{slug(env)}.json"
+    if not path.exists():
+        return None
+    table = expectations(path)
+    assert environment_key(table["written_for"]) == environment_key(env), \
+        f"{path.name} is named for {slug(env)} but written for {environment_key(table['written_for'])}"
+    return table
 
 
 def visible_gpus() -> int:
@@ -38,33 +75,158 @@ def visible_gpus() -> int:
     return device_count()
 
 
-def expected_for(run, traced: bool = False, gpus: int | None = None) -> dict[str, str]:
-    """The verdict expected for each claim of ``run``: a claim none of whose scenarios the run selected (migrate's
-    green claims under the default ``--context both``) is ``skipped``, whatever it gets when it runs; so is a
+# ---------------------------------------------------------------- on every machine
+
+def selected_scenarios(run) -> list:
+    """The scenarios (``ctxlab.lab.Scenario``) the run's recorded options select."""
+    from ctxlab.labs import get_lab
+
+    lab = get_lab(run.lab)
+    known = {f.name for f in dataclasses.fields(lab.options)}
+    options = lab.make_options(**{k: v for k, v in run.options.items() if k in known})
+    return list(lab.scenarios(options))
+
+
+def invariant_problems(run) -> list[str]:
+    """Everything in ``run`` that must not happen on any GPU, one line each (empty: none)."""
+    import ctxlab
+
+    problems = [f"scenario {e.get('scenario')} broke: {e.get('kind')}: {e.get('message', '')}".rstrip()
+                for e in run.errors]
+    if run.environment_error:
+        return [*problems, f"the run could not start: {run.environment_error}"]
+    seen: dict[str, set] = {}
+    for o in run.observations:
+        seen.setdefault(o.scenario, set()).add(o.repeat)
+    repeats = int(run.options.get("repeats", 1))
+    for scenario in selected_scenarios(run):
+        if scenario.name not in seen:
+            problems.append(f"scenario {scenario.name} was selected and recorded nothing")
+            continue
+        why = [o.value for o in run.observations if o.scenario == scenario.name and o.what == "skipped"]
+        if any(not str(reason or "").strip() for reason in why):
+            problems.append(f"scenario {scenario.name} was skipped without a reason")
+        if scenario.undefined and seen[scenario.name] != set(range(repeats)):
+            missing = sorted(set(range(repeats)) - seen[scenario.name], key=str)
+            problems.append(f"scenario {scenario.name}: repeats {missing} of {repeats} recorded nothing")
+    got = {c.id: c for c in run.claims}
+    problems += [f"{cid}: missing from the run (the lab's catalogue has it)"
+                 for cid in (c.id for c in ctxlab.claims(run.lab)) if cid not in got]
+    for claim in run.claims:
+        if claim.verdict == "skipped" and not claim.evidence.strip():
+            problems.append(f"{claim.id}: skipped without a reason")
+        elif claim.verdict not in ALLOWED.get(claim.kind, set()):
+            problems.append(f"{claim.id}: {claim.verdict} ({claim.kind}): {claim.evidence}")
+    return problems
+
+
+def assert_invariants(run) -> None:
+    """Fail naming every problem ``invariant_problems`` finds."""
+    problems = invariant_problems(run)
+    where = f"{run.lab} on {run.environment.get('gpu')} (driver {run.environment.get('driver_version')})"
+    assert not problems, f"{where}:\n" + "\n".join(problems)
+
+
+# ---------------------------------------------------------------- where expectations exist
+
+def expected_for(run, table: dict, traced: bool = False, gpus: int | None = None) -> dict[str, str]:
+    """The verdict ``table`` expects for each claim of the run's lab: a claim none of whose scenarios the
+    run's options select (migrate's green claims under the default ``--context both``) is ``skipped``; so is a
     claim that needs two GPUs where ``gpus`` (default: this machine's) is fewer."""
     import ctxlab
 
-    table = expectations()
-    expected = {**table["verdicts"], **(table["traced"] if traced else {})}
+    catalogue = ctxlab.claims(run.lab)
+    expected = {**table["verdicts"], **(table.get("traced", {}) if traced else {})}
     if (gpus if gpus is not None else visible_gpus()) < 2:
         expected.update(dict.fromkeys(table.get("needs_two_gpus", {}).get("claims", ()), "skipped"))
-    ran = set(run.timings)
-    for claim in ctxlab.claims():
-        if claim.id in expected and ran and not set(claim.scenarios) & ran:
-            expected[claim.id] = "skipped"
-    return expected
+    selected = {s.name for s in selected_scenarios(run)}
+    out = {}
+    for claim in catalogue:
+        verdict = expected.get(claim.id)
+        out[claim.id] = "skipped" if verdict is not None and not set(claim.scenarios) & selected else verdict
+    return out
+
+
+def verdict_problems(run, table: dict, traced: bool = False, gpus: int | None = None) -> list[str]:
+    """Every claim of the lab whose verdict in ``run`` is not the one ``table`` expects."""
+    predicted = set(table.get("predicted", {}).get("claims", ()))
+    got = {c.id: c for c in run.claims}
+    out = []
+    for cid, want in expected_for(run, table, traced, gpus).items():
+        claim = got.get(cid)
+        if claim is None or claim.verdict != want:
+            note = ", a prediction" if cid in predicted else ""
+            out.append(f"{cid}: {claim.verdict if claim else 'missing'} (expected {want}{note})"
+                       + (f": {claim.evidence}" if claim else ""))
+    return out
 
 
 def assert_expected(run, traced: bool = False, gpus: int | None = None) -> None:
-    """Every claim of ``run`` has the verdict expected for it on this GPU (``gpus`` visible: default this
-    machine's); no scenario broke."""
-    assert run.errors == (), run.errors
-    why = differs(run)
-    if why:
-        pytest.skip(why)
-    expected = expected_for(run, traced, gpus)
-    predicted = set(expectations().get("predicted", {}).get("claims", ()))
-    got = {c.id: c.verdict for c in run.claims}
-    wrong = {cid: f"{got[cid]} (expected {expected.get(cid)}{', a prediction' if cid in predicted else ''}): "
-                  f"{c.evidence}" for c in run.claims for cid in [c.id] if got[cid] != expected.get(cid)}
-    assert not wrong, wrong
+    """The invariants on every machine; the exact verdicts where an expectations file exists for the run's
+    environment (``gpus`` visible: default this machine's)."""
+    assert_invariants(run)
+    table = expectations_for(run.environment)
+    if table is None:
+        warnings.warn(f"no expectations for {environment_key(run.environment)}: the invariants were checked, "
+                      f"not the verdicts; write tests/gpu/expectations/{slug(run.environment)}.json from this "
+                      f"machine's runs (python -m tests.gpu.expected RUN.json...)", stacklevel=2)
+        return
+    wrong = verdict_problems(run, table, traced, gpus)
+    assert not wrong, f"{run.lab} against {slug(run.environment)}.json:\n" + "\n".join(wrong)
+
+
+def skip_unless_expectations(run) -> dict:
+    """The expectations for the run's environment, or skip the test that needs exact verdicts, saying why."""
+    table = expectations_for(run.environment)
+    if table is None:
+        pytest.skip(f"no expectations for {slug(run.environment)} (tests/gpu/expectations/)")
+    return table
+
+
+def skipped_here(run, names) -> set[str]:
+    """Those of the scenarios ``names`` that recorded why they could not run on this machine (no green contexts,
+    one GPU): none may where expectations exist for the run's environment (they say what runs there)."""
+    why = {o.scenario: o.value for o in run.observations if o.what == "skipped" and o.scenario in set(names)}
+    if expectations_for(run.environment) is not None:
+        assert not why, f"skipped on {slug(run.environment)}, whose expectations say they run: {why}"
+    return set(why)
+
+
+# ---------------------------------------------------------------- writing a new machine's file
+
+def written_from(runs: list) -> dict:
+    """An expectations table from one machine's untraced runs (every lab's): what that machine decided."""
+    import ctxlab
+
+    (env,) = {json.dumps(environment_key(r.environment), sort_keys=True) for r in runs} or {"{}"}
+    first = runs[0].environment
+    verdicts = {c.id: c.verdict for r in runs for c in r.claims}
+    return {"written_for": {**json.loads(env), "driver": first.get("driver", ""),
+                            "libraries": {"cupy": first.get("cupy"), "cuda_bindings": first.get("cuda_bindings")}},
+            "verdicts": {c.id: verdicts[c.id] for c in ctxlab.claims() if c.id in verdicts},
+            "traced": {},
+            "needs_two_gpus": {"why": "the peer lab needs a second GPU: on a machine of one every claim is skipped "
+                                      "with that reason", "claims": sorted(c.id for c in ctxlab.claims("peer"))}}
+
+
+def main(argv: list[str]) -> int:
+    """``python -m tests.gpu.expected RUN.json...``: write tests/gpu/expectations/<slug>.json from the runs."""
+    import ctxlab
+
+    runs = [run for path in argv for run in ctxlab.load(path)]
+    if not runs:
+        print("usage: python -m tests.gpu.expected RUN.json...", file=sys.stderr)
+        return 2
+    for run in runs:
+        problems = invariant_problems(run)
+        if problems:
+            print(f"{run.lab}: not written, the run breaks the invariants:\n" + "\n".join(problems), file=sys.stderr)
+            return 1
+    path = EXPECTATIONS / f"{slug(runs[0].environment)}.json"
+    path.write_text(json.dumps(written_from(runs), indent=2) + "\n")
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,7 +1,8 @@
 """``ctxlab trace`` on programs written without ctxlab in mind (examples/programs/):
 a cuda.core program, PyTorch training steps, numba-cuda. The trace completes, the
 program's output and exit status pass through, and the overhead is reported
-(``trace_programs.json`` beside the other results when CTXLAB_RESULTS is set)."""
+(``trace_programs.json`` beside the other results when CTXLAB_RESULTS is set) and bounded: a traced run at
+most OVERHEAD_BOUND times the untraced one (whole processes, interpreter start included)."""
 
 import importlib.util
 import json
@@ -19,6 +20,9 @@ KEEP = os.environ.get("CTXLAB_RESULTS")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROGRAMS = os.path.join(ROOT, "examples", "programs")
 ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+# A generous bound (recorded on the H200: 0.9x to 1.3x): how fast tracing is belongs to benchmarks/; this catches
+# a tracer that makes a program crawl, not a slower runner.
+OVERHEAD_BOUND = 3.0
 
 
 def needs(module):
@@ -51,6 +55,9 @@ def report(name, plain_seconds, traced_seconds, stderr):
         data[name] = entry
         with open(path, "w") as handle:
             json.dump(data, handle, indent=2)
+    assert entry["ratio"] <= OVERHEAD_BOUND, (
+        f"{name} traced took {traced_seconds:.2f} s against {plain_seconds:.2f} s untraced: "
+        f"{entry['ratio']:.2f}x, over the {OVERHEAD_BOUND}x bound ({line})")
     return entry
 
 

@@ -1,0 +1,207 @@
+"""The GPU tests' checks (tests/gpu/expected.py) on the CPU, on runs recorded on the H200 (labs/results/).
+
+On a machine no expectations were written for (the recorded run with its environment key changed) the
+invariants still run, and catch a planted defect: a missing claim, a promise that fails, an error, a missing
+repeat, a scenario that recorded nothing or skipped without a reason. The exact verdicts apply only where the
+environment's file exists. The recorded runs are re-judged with today's claims first (a claim is a pure
+function of the observations): what a GPU run made with this code would hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+import ctxlab
+from ctxlab.claim import judge
+from ctxlab.labs import get_lab
+from ctxlab.record import parse_runs
+from tests.conftest import recorded
+from tests.gpu import expected
+from tests.gpu.expected import (
+    EXPECTATIONS,
+    H200,
+    assert_expected,
+    environment_key,
+    expectations_for,
+    invariant_problems,
+    selected_scenarios,
+    slug,
+    verdict_problems,
+)
+
+ELSEWHERE = {"gpu": "NVIDIA L4", "driver_version": 12080, "runtime_versions": {"cupy": 12080, "cuda_bindings": 12090}}
+
+
+def rejudged(run):
+    """``run`` with its verdicts given by today's judges over its own observations."""
+    ran = [s.name for s in selected_scenarios(run)]
+    return dataclasses.replace(run, claims=judge(get_lab(run.lab).claims, run.observations, ran))
+
+
+def check_runs():
+    return [rejudged(r) for r in parse_runs(recorded("check.json"), "check.json")]
+
+
+def elsewhere(run):
+    return dataclasses.replace(run, environment={**run.environment, **ELSEWHERE})
+
+
+def by_lab(lab):
+    return next(r for r in check_runs() if r.lab == lab)
+
+
+def replace_claim(run, cid, **changes):
+    claims = tuple(dataclasses.replace(c, **changes) if c.id == cid else c for c in run.claims)
+    assert claims != run.claims, cid
+    return dataclasses.replace(run, claims=claims)
+
+
+def failure(run, **kwargs) -> str:
+    with pytest.raises(AssertionError) as info:
+        assert_expected(run, gpus=1, **kwargs)
+    return str(info.value)
+
+
+# ---------------------------------------------------------------- the files
+
+def test_every_expectations_file_is_named_for_its_environment_and_covers_the_catalogue():
+    catalogue = {c.id: c.kind for c in ctxlab.claims()}
+    assert expected.files() == [H200]  # today's, the H200's
+    for path in expected.files():
+        table = json.loads(path.read_text())
+        assert path.stem == slug(table["written_for"]), path.name
+        assert set(table["verdicts"]) == set(catalogue), path.name
+        for cid, verdict in {**table["verdicts"], **table.get("traced", {})}.items():
+            assert verdict in expected.ALLOWED[catalogue[cid]] | {"fails", "changed"}, (path.name, cid, verdict)
+
+
+def test_the_file_is_found_by_the_runs_environment():
+    run = by_lab("refcount")
+    assert slug(run.environment) == "nvidia-h200_driver-13000_cuda-bindings-13030_cupy-13020"
+    assert expectations_for(run.environment) == json.loads(H200.read_text())
+    assert expectations_for(ELSEWHERE) is None
+    for key in ("gpu", "driver_version", "runtime_versions"):  # any one of the three differing
+        other = {**run.environment, key: ELSEWHERE[key]}
+        assert expectations_for(other) is None and slug(other) != slug(run.environment)
+    assert environment_key({**run.environment, "hostname": "elsewhere"}) == environment_key(run.environment)
+
+
+# ---------------------------------------------------------------- the recorded runs pass, on the H200 and elsewhere
+
+@pytest.mark.parametrize("lab", ["migrate", "refcount", "lifecycle", "modules", "interop", "peer"])
+def test_the_recorded_h200_run_passes_with_exact_verdicts_and_elsewhere_with_the_invariants(lab):
+    run = by_lab(lab)
+    assert invariant_problems(run) == []
+    assert verdict_problems(run, expectations_for(run.environment), gpus=1) == []
+    assert_expected(run, gpus=1)
+    with pytest.warns(UserWarning, match="no expectations for .*NVIDIA L4.*the invariants were checked"):
+        assert_expected(elsewhere(run), gpus=1)
+
+
+def test_the_recorded_lab_runs_pass_too():
+    for name, traced in (("migrate-green.json", False), ("lifecycle-traced.json", True), ("peer-one-gpu.json", False),
+                         ("interop.json", False), ("migrate-all.json", False)):
+        (run,) = [rejudged(r) for r in parse_runs(recorded(name), name)]
+        assert_expected(run, traced=traced, gpus=1)
+
+
+# ---------------------------------------------------------------- planted defects, caught where no file exists
+
+def test_a_missing_claim_is_caught():
+    run = elsewhere(by_lab("interop"))
+    gone = dataclasses.replace(run, claims=tuple(c for c in run.claims if c.id != "interop.exchange.unnamed-stream"))
+    assert "interop.exchange.unnamed-stream: missing from the run" in failure(gone)
+    # the recorded run as the judges of its day left it lacks that claim (added since): caught too
+    (old,) = [r for r in parse_runs(recorded("check.json"), "check.json") if r.lab == "interop"]
+    assert "interop.exchange.unnamed-stream: missing" in failure(elsewhere(old))
+
+
+def test_a_promise_that_fails_is_caught_naming_the_claim_and_its_evidence():
+    run = elsewhere(by_lab("refcount"))
+    cid = "refcount.primary-count"
+    claim = next(c for c in run.claims if c.id == cid)
+    assert claim.kind == "promise"
+    message = failure(replace_claim(run, cid, verdict="fails"))
+    assert f"{cid}: fails (promise): {claim.evidence}" in message and "NVIDIA L4" in message
+
+
+def test_an_error_verdict_is_caught_for_every_kind_of_claim():
+    run = elsewhere(by_lab("interop"))
+    for kind in ("promise", "old-text", "observation"):
+        claim = next((c for c in run.claims if c.kind == kind), None)
+        if claim is None:
+            continue
+        message = failure(replace_claim(run, claim.id, verdict="error", evidence="the judge raised KeyError: 'x'"))
+        assert f"{claim.id}: error ({kind}): the judge raised KeyError" in message
+
+
+def test_a_scenario_that_broke_is_caught():
+    run = elsewhere(by_lab("modules"))
+    broke = dataclasses.replace(run, errors=({"scenario": "nvcc", "kind": "crash", "message": "exit -11"},))
+    assert "scenario nvcc broke: crash: exit -11" in failure(broke)
+
+
+def test_a_missing_repeat_is_caught():
+    run = elsewhere(by_lab("migrate"))
+    undefined = next(s.name for s in selected_scenarios(run) if s.undefined)
+    short = dataclasses.replace(run, observations=tuple(o for o in run.observations
+                                                       if not (o.scenario == undefined and o.repeat == 2)))
+    assert f"scenario {undefined}: repeats [2] of 3 recorded nothing" in failure(short)
+
+
+def test_a_selected_scenario_that_recorded_nothing_is_caught():
+    """Its claims would read skipped ("not run") or error: the scenario itself is named."""
+    run = elsewhere(by_lab("lifecycle"))
+    gone = dataclasses.replace(run, observations=tuple(o for o in run.observations if o.scenario != "green-runtime"))
+    gone = rejudged(gone)
+    assert "scenario green-runtime was selected and recorded nothing" in failure(gone)
+
+
+def test_a_scenario_skipped_without_a_reason_is_caught_and_with_one_passes():
+    from ctxlab.record import Observation
+
+    run = elsewhere(by_lab("refcount"))
+    green = {"green-reference", "green-primary-reset", "green-destroy-elsewhere"}
+
+    def skipping(reason):
+        kept = [o for o in run.observations if o.scenario not in green]
+        undefined = {s.name for s in selected_scenarios(run) if s.undefined}
+        skips = [Observation("probe", "MainThread", None, "skipped", reason, scenario=s, repeat=r)
+                 for s in sorted(green) for r in ((0, 1, 2) if s in undefined else (None,))]
+        return rejudged(dataclasses.replace(run, observations=tuple(kept + skips)))
+
+    with pytest.warns(UserWarning):  # too few SMs here: every green claim skipped with why, and that is fine
+        assert_expected(skipping("green contexts need 2 SM groups, this GPU has 1"), gpus=1)
+    assert "skipped without a reason" in failure(skipping(""))
+
+
+def test_exact_verdicts_apply_only_where_the_file_exists():
+    """An old-text claim read `holds` instead of `changed` breaks no invariant: on the H200 its file catches it,
+    elsewhere nothing says what that machine should read."""
+    run = by_lab("refcount")
+    cid = next(c.id for c in run.claims if c.verdict == "changed")
+    moved = replace_claim(run, cid, verdict="holds")
+    assert invariant_problems(moved) == []
+    assert f"{cid}: holds (expected changed)" in failure(moved)
+    with pytest.warns(UserWarning):
+        assert_expected(elsewhere(moved), gpus=1)
+
+
+def test_a_new_machines_file_is_written_from_its_runs(tmp_path, monkeypatch):
+    runs = [elsewhere(r) for r in check_runs()]
+    monkeypatch.setattr(expected, "EXPECTATIONS", tmp_path)
+    path = tmp_path / f"{slug(ELSEWHERE)}.json"
+    out = tmp_path / "check.json"
+    from ctxlab.record import dumps
+
+    out.write_text(dumps(runs, as_list=True))
+    assert expected.main([str(out)]) == 0
+    table = json.loads(path.read_text())
+    assert environment_key(table["written_for"]) == ELSEWHERE
+    assert table["verdicts"] == {c.id: c.verdict for r in runs for c in r.claims}
+    for run in runs:
+        assert_expected(run, gpus=1)  # the new file's verdicts are exactly what that machine decided
+    assert EXPECTATIONS.name == "expectations"
