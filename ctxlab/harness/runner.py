@@ -127,8 +127,14 @@ def environment_of(device: int) -> dict:
 def run_lab(lab: Lab, options: LabOptions, progress: Progress | None = None,
             on_progress: ScenarioProgress | None = None) -> LabResult:
     """Run every scenario of ``lab`` for ``options`` and judge its claims over what they observed."""
+    return run_planned(plan(lab, options), progress, on_progress)
+
+
+def run_planned(planned: LabPlan, progress: Progress | None = None,
+                on_progress: ScenarioProgress | None = None) -> LabResult:
+    """Run a planned lab (all of ``plan``'s jobs, or a part of them) and judge its claims."""
     say = progress or (lambda message: None)
-    planned = plan(lab, options)
+    options = planned.options
     environment = environment_of(options.device)
     width = max(1, min(options.jobs or default_children(), len(planned.jobs) or 1))
     results: list[JobResult | None] = [None] * len(planned.jobs)
