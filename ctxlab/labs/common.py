@@ -61,18 +61,17 @@ def skipped_output(scenario: str, why: str | None) -> dict:
     return scenario_output(rec)
 
 
-def green_or_skip(scenario: str, device: int,
-                  rec: Recorder | None = None) -> tuple[greens.GreenContext | None, dict | None]:
-    """The prologue of every scenario that needs a green context: ``(the green context, None)``, or ``(None, the
-    scenario's output)`` that records why none can be made here (in ``rec`` when given, else in a recorder of its
-    own that makes no CUDA call), so that its claims are ``skipped`` with that reason."""
+def green_or_skip(scenario: str, device: int, rec: Recorder | None = None) -> greens.GreenContext | dict:
+    """The prologue of every scenario that needs a green context: the green context, or, where none can be made
+    here, the scenario's output recording why (in ``rec`` when given, else in a recorder of its own that makes no
+    CUDA call), so that its claims are ``skipped`` with that reason. Return it when it is a dict."""
     green, why = greens.make_or_reason(device)
     if green is not None:
-        return green, None
+        return green
     if rec is None:
-        return None, skipped_output(scenario, why)
+        return skipped_output(scenario, why)
     rec.add("start", "skipped", why or "no reason recorded", context=(None, None))
-    return None, scenario_output(rec)
+    return scenario_output(rec)
 
 
 def capture_environment(device: int) -> dict:

@@ -1,0 +1,21 @@
+"""lifecycle: when and by which calls the runtime makes its context, and how to get its handle.
+
+Each scenario runs in a child process, recording after every call the thread's
+current context (handle and id) and the primary context's state; with
+--trace, the driver calls and resource events each call caused. The
+first-context scenario starts in a new interpreter (nothing imported) so that
+``import cupy`` itself is watched. Scenarios call ``cuda.bindings`` and CuPy
+directly: those calls are the subject of the experiment.
+"""
+
+from __future__ import annotations
+
+from ctxlab.lab import Lab, LabOptions
+from ctxlab.labs.lifecycle import claims, scenarios
+from ctxlab.labs.lifecycle.claims import CLAIMS, NAME, VIEWS
+from ctxlab.labs.lifecycle.scenarios import first_context, green_runtime
+
+__all__ = ["CLAIMS", "LAB", "NAME", "VIEWS", "first_context", "green_runtime"]
+
+LAB = Lab(NAME, "When, and by which calls, does the runtime create its context, and how do I get its handle?",
+          LabOptions, claims.CLAIMS, scenarios.scenarios, views=VIEWS)
