@@ -205,3 +205,78 @@ def test_a_new_machines_file_is_written_from_its_runs(tmp_path, monkeypatch):
     for run in runs:
         assert_expected(run, gpus=1)  # the new file's verdicts are exactly what that machine decided
     assert EXPECTATIONS.name == "expectations"
+
+
+# ---------------------------------------------------------------- the environment matrix's comparison
+
+def with_variable(runs, variable, value):
+    return [dataclasses.replace(r, environment={**r.environment, "driver_variables": {variable: value}})
+            for r in runs]
+
+
+def test_the_matrix_compares_verdicts_and_normalised_evidence_of_every_claim():
+    from tests.gpu import matrix
+    from tests.test_drift_normalized import earlier_evidence, with_evidence
+
+    base = check_runs()
+    earlier = with_evidence(base, {cid: was for cid, (_, was) in earlier_evidence().items()})
+    assert matrix.differences(base, earlier) == []  # two H200 runs of the same code
+    promise = next(c for c in base[1].claims if c.kind == "promise")
+    moved = with_evidence(base, {promise.id: promise.evidence + " and then some"},
+                          {"modules.cupy-kernel-cache": "skipped"})
+    assert {(d["claim"], d["change"]) for d in matrix.differences(base, moved)} == {
+        (promise.id, "evidence"), ("modules.cupy-kernel-cache", "verdict")}  # a promise's evidence counts too
+    fewer = [dataclasses.replace(base[0], claims=base[0].claims[1:]), *base[1:-1]]
+    assert {(d["lab"], d["claim"], d["change"]) for d in matrix.differences(base, fewer)} == {
+        (base[0].lab, base[0].claims[0].id, "claim missing"), (base[-1].lab, None, "run missing")}
+
+
+def test_what_may_change_under_each_variable():
+    from tests.gpu import matrix
+
+    base = check_runs()
+    assert matrix.racy(base) == {"interop.exchange.unordered", "interop.exchange.torch-to-numba",
+                                 "interop.exchange.unnamed-stream"}  # not ipc.torch: one wrong read, no race
+    loading = matrix.pinned("CUDA_MODULE_LOADING", base)
+    assert loading == {"modules.module-load-is-immediate", "modules.library-lazy-at-first-use",
+                       "modules.library-eager-everywhere", "modules.default-loading-mode",
+                       "modules.library-per-context"}
+    assert matrix.pinned("CUDA_DEVICE_MAX_CONNECTIONS", base) == set()
+    visible = next(v for v in matrix.VARIANTS if v.variable == "CUDA_VISIBLE_DEVICES")
+    peer = {c.id for c in ctxlab.claims("peer")}
+    assert peer <= set(matrix.may_change(visible, base, gpus=2))
+    assert not peer & set(matrix.may_change(visible, base, gpus=1))
+    for variant in matrix.VARIANTS:
+        assert not loading & set(matrix.may_change(variant, base, gpus=2)), variant
+
+
+def test_the_matrix_summary_of_recorded_folders(tmp_path):
+    from ctxlab.record import dumps
+    from tests.gpu import matrix
+
+    base = check_runs()
+    (tmp_path / "baseline.json").write_text(dumps(base, as_list=True))
+    for variant in matrix.VARIANTS:
+        (tmp_path / f"{variant.name}.json").write_text(dumps(with_variable(base, variant.variable, variant.value),
+                                                             as_list=True))
+    assert matrix.main([str(tmp_path), "1"]) == 0
+    text = (tmp_path / "summary.md").read_text()
+    assert "## CUDA_MODULE_LOADING=EAGER" in text and "differences: 0 (0 unexpected)" in text
+    # a loading claim that read differently under EAGER, and a run that did not record the variable
+    eager = with_variable(base, "CUDA_MODULE_LOADING", "EAGER")
+    modules = next(i for i, r in enumerate(eager) if r.lab == "modules")
+    eager[modules] = replace_claim(eager[modules], "modules.default-loading-mode", verdict="fails",
+                                   evidence="with CUDA_MODULE_LOADING unset, cuModuleGetLoadingMode reports "
+                                            "CU_MODULE_EAGER_LOADING")
+    eager[0] = dataclasses.replace(eager[0], environment={**eager[0].environment, "driver_variables": {}})
+    (tmp_path / "module-loading-eager.json").write_text(dumps(eager, as_list=True))
+    assert matrix.main([str(tmp_path), "1"]) == 1
+    text = (tmp_path / "summary.md").read_text()
+    assert "UNEXPECTED modules: modules.default-loading-mode: verdict: now fails (was holds)" in text
+    assert f"recorded in every run and shown by the driver: no: {eager[0].lab}" in text
+    doctor = recorded("doctor.json")  # the H200's, no variable: LAZY, one device
+    eager_, lazy, visible = (next(v for v in matrix.VARIANTS if v.name == n)
+                             for n in ("module-loading-eager", "module-loading-lazy", "visible-devices-0"))
+    assert matrix.driver_problem(eager_, doctor["driver"]) == "the driver's loading mode is CU_MODULE_LAZY_LOADING"
+    assert matrix.driver_problem(lazy, doctor["driver"]) is None
+    assert matrix.driver_problem(visible, doctor["driver"]) is None
