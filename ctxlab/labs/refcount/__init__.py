@@ -1,0 +1,23 @@
+"""refcount: what keeps a context alive, and what release and reset destroy.
+
+The old text says a context's lifetime is a usage count moved by
+cuCtxAttach/cuCtxDetach and decremented by cudaThreadExit. Today the primary
+context has a reference count (cuDevicePrimaryCtxRetain/Release) that each
+copy of the runtime in the process also holds. Every scenario runs in its own
+child process: a reset or an over-release leaves the process unusable. Those
+that use data or handles after a release, a reset or a destroy are undefined
+behaviour: they run several times, each in a fresh process, and their claims
+judge over the distribution. The scenarios call cuda.bindings' driver and
+runtime directly where the call is the subject of the experiment.
+"""
+
+from __future__ import annotations
+
+from ctxlab.lab import Lab, LabOptions
+from ctxlab.labs.refcount import claims, scenarios
+from ctxlab.labs.refcount.claims import CLAIMS, NAME, VIEWS
+
+__all__ = ["CLAIMS", "LAB", "NAME", "VIEWS"]
+
+LAB = Lab(NAME, "What keeps a context alive, and what do release and reset destroy?", LabOptions, claims.CLAIMS,
+          scenarios.scenarios, views=VIEWS)
