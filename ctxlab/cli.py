@@ -356,8 +356,9 @@ def parse_devices(text: str) -> list[int]:
 @repeats_option
 @click.option("--isolation", type=click.Choice(("batched", "each")), default="batched", show_default=True,
               help="batched: scenarios that do not need a fresh process share one child per lab, checked clean "
-                   "between two (no thread left, no context current, no sticky error, the primary context as "
-                   "the first left it), the rest re-run in fresh children if not; each: one child per scenario.")
+                   "between two (no thread left, no context but a primary one current, no sticky error, the "
+                   "primary context as the first left it), the rest re-run in fresh children if not; each: one "
+                   "child per scenario.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, show_default="table",
               help="Format of the report --output gets: table, json (every run), junit, markdown "
                    "(the CI summary) or openmetrics (for node_exporter's textfile collector).")

@@ -28,7 +28,8 @@ class Isolation(StrEnum):
     # One forkserver child shared, one scenario after another, with the lab's other SHARED scenarios of the same
     # environment (harness.batch): for a scenario that does not need a fresh process. It may start libraries
     # and their primary context, never release, reset or re-flag it, and must leave no thread running and no
-    # context current; the harness checks that between two and re-runs the rest in fresh children if not.
+    # context but a primary one current; the harness checks that between two and re-runs the rest in fresh
+    # children if not.
     SHARED = "shared"
 
 

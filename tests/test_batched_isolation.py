@@ -46,6 +46,16 @@ def test_a_scenario_that_leaves_the_child_unclean_sends_the_rest_to_fresh_childr
     assert verdicts(run) == verdicts(each) and run.claims[0].verdict == "holds"
 
 
+def test_the_re_runs_run_side_by_side_not_one_after_another():
+    schedule: list = []
+    (run,) = run_check(["shared-dirty-slow"], [0], registry=REGISTRY, jobs=8, schedule=schedule)
+    reruns = [s for s in schedule if "fresh" in s.job]
+    assert len(reruns) == 4 and [r["scenario"] for r in run.isolation["re_run_fresh"]] == ["s2", "s3", "s4", "s5"]
+    first_end = min(s.ended for s in reruns)
+    assert sum(s.started < first_end for s in reruns) >= 2  # several were running at once (one worker: 1)
+    assert run.claims[0].verdict == "holds"
+
+
 def test_a_crash_in_the_shared_child_re_runs_that_scenario_and_the_rest_fresh():
     run, each = check("shared-crash"), check("shared-crash", "each")
     assert [r["scenario"] for r in run.isolation["re_run_fresh"]] == ["s2", "s3"]

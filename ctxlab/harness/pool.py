@@ -111,11 +111,15 @@ def run_plans(plans: list[LabPlan], width: int | None = None, durations: dict[tu
             if on_result:
                 on_result(result)
 
+        futures: list = []
+
         def run(slot: Slot, submitted: float) -> None:
-            done = execute_unit(slot.plan, slot.unit, lambda message: None)
+            ran, more = execute_unit(slot.plan, slot.unit, lambda message: None)
             shared = len(slot.unit.indices) > 1
             with lock:
-                for index, result in done:
+                for unit in more:  # a shared child stopped early: the rest run alone, beside the others
+                    futures.append(pool.submit(run, Slot(slot.plan, unit), time.perf_counter()))
+                for index, result in ran:
                     results[id(slot.plan)][index] = result
                     left[id(slot.plan)] -= 1
                     job = slot.plan.jobs[index]
@@ -126,7 +130,7 @@ def run_plans(plans: list[LabPlan], width: int | None = None, durations: dict[tu
                                                   job.gpu_alone, submitted - t0, result.started - t0,
                                                   result.ended - t0, usage.entered - t0 if usage else None,
                                                   usage.cpu if usage else None, child=(id(slot), index)
-                                                  if shared and not result.rerun else None))
+                                                  if shared else None))
                 last = left[id(slot.plan)] == 0
             if last:
                 finish(slot.plan)
@@ -134,9 +138,14 @@ def run_plans(plans: list[LabPlan], width: int | None = None, durations: dict[tu
         for plan in plans:
             if not plan.jobs:
                 finish(plan)
-        futures = [pool.submit(run, slot, time.perf_counter()) for slot in order(plans, durations)]
-        for future in futures:
-            future.result()  # a bug in the pool itself surfaces here, not silently
+        with lock:
+            futures += [pool.submit(run, slot, time.perf_counter()) for slot in order(plans, durations)]
+        while True:  # re-runs are added while the first ones run
+            with lock:
+                pending = [f for f in futures if not f.done()] or [f for f in futures if f.exception()]
+                if not pending:
+                    break
+            pending[0].result()  # a bug in the pool itself surfaces here, not silently
     return [done[id(p)] for p in plans]
 
 

@@ -84,9 +84,12 @@ class LabPlan:
 
 @dataclasses.dataclass(frozen=True)
 class Unit:
-    """What one child runs: one job, or several SHARED jobs one after another (their indices in the plan)."""
+    """What one child runs: one job, or several SHARED jobs one after another (their indices in the plan).
+
+    ``rerun``: why a job runs alone after the shared child it was planned in stopped early."""
 
     indices: tuple[int, ...]
+    rerun: str | None = None
 
 
 def units(planned: LabPlan) -> list[Unit]:
@@ -138,10 +141,14 @@ def run_planned(planned: LabPlan, progress: Progress | None = None,
     environment = environment_of(options.device)
     width = max(1, min(options.jobs or default_children(), len(planned.jobs) or 1))
     results: list[JobResult | None] = [None] * len(planned.jobs)
+    todo = units(planned)
     with ThreadPoolExecutor(max_workers=width) as pool:
-        for done in pool.map(lambda unit: execute_unit(planned, unit, say, on_progress), units(planned)):
-            for index, result in done:
-                results[index] = result
+        while todo:  # a round of units, then the re-runs of any shared child that stopped early
+            rounds = list(pool.map(lambda unit: execute_unit(planned, unit, say, on_progress), todo))
+            todo = [unit for _, more in rounds for unit in more]
+            for done, _ in rounds:
+                for index, result in done:
+                    results[index] = result
     return assemble(planned, environment, [r for r in results if r is not None])
 
 
@@ -154,13 +161,15 @@ def _env(sc: Scenario, options: LabOptions) -> dict:
 
 
 def execute_unit(planned: LabPlan, unit: Unit, say: Progress,
-                 on_progress: ScenarioProgress | None = None) -> list[tuple[int, JobResult]]:
-    """Run one unit: (job index, result) for each of its jobs. A shared child that stops early (its check
-    failed, a scenario crashed or hung) leaves the rest of its jobs to fresh children, each noted why."""
+                 on_progress: ScenarioProgress | None = None) -> tuple[list[tuple[int, JobResult]], list[Unit]]:
+    """Run one unit: (job index, result) for each job that ran, and the units still to run: when a shared
+    child stops early (its check failed, a scenario crashed or hung), that job and the rest of its batch,
+    each alone in a fresh child, noted why (the caller runs them beside the others)."""
     lab, options = planned.lab.name, planned.options
     jobs = [planned.jobs[i] for i in unit.indices]
     if len(jobs) == 1:
-        return [(unit.indices[0], execute(lab, jobs[0], options, say, on_progress))]
+        result = execute(lab, jobs[0], options, say, on_progress)
+        return [(unit.indices[0], dataclasses.replace(result, rerun=unit.rerun) if unit.rerun else result)], []
     items = [Item(j.scenario.target, j.scenario.args, dict(j.scenario.kwargs), _timeout(j.scenario, options))
              for j in jobs]
     queued = time.perf_counter()
@@ -170,15 +179,12 @@ def execute_unit(planned: LabPlan, unit: Unit, say: Progress,
     for r in run.ran:
         say(f"{lab}: {jobs[r.index].label} " + (f"{r.out.kind}: {r.out.message}" if isinstance(r.out, IsolatedFailure)
                                                  else f"done in {r.ended - r.started:.2f} s (shared child)"))
-    if run.stopped is not None:
-        at, why = run.stopped
-        rest = jobs[at:]
-        say(f"{lab}: the shared child stopped before {rest[0].label} ({why}); {len(rest)} scenario(s) re-run in "
-            "fresh children")
-        for k, job in enumerate(rest, start=at):
-            result = execute(lab, job, options, say, on_progress)
-            out.append((unit.indices[k], dataclasses.replace(result, rerun=why)))
-    return out
+    if run.stopped is None:
+        return out, []
+    at, why = run.stopped
+    say(f"{lab}: the shared child stopped before {jobs[at].label} ({why}); {len(jobs) - at} scenario(s) re-run in "
+        "fresh children")
+    return out, [Unit((index,), why) for index in unit.indices[at:]]
 
 
 def execute(lab: str, job: Job, options: LabOptions, say: Progress,

@@ -58,6 +58,8 @@ SHARED = _shared_lab("shared", [(f"s{i}", "observe_pid", ()) for i in range(1, 5
 SHARED_DIRTY = _shared_lab("shared-dirty", [("s1", "observe_pid", ()),
                                             ("s2", "leave", ("a context is current (stand-in)",)),
                                             ("s3", "observe_pid", ()), ("s4", "observe_pid", ())])
+SHARED_DIRTY_SLOW = _shared_lab("shared-dirty-slow", [("s1", "leave", ("a context is current (stand-in)",)),
+                                                      *((f"s{i}", "slow_observe", ()) for i in range(2, 6))])
 SHARED_CRASH = _shared_lab("shared-crash", [("s1", "observe_pid", ()), ("s2", "crash_in_shared", ()),
                                             ("s3", "observe_pid", ())])
 SHARED_HANG = _shared_lab("shared-hang", [("s1", "observe_pid", ()), ("s2", "hang_in_shared", ()),
@@ -67,4 +69,4 @@ REGISTRY = {"ok": "tests.fake_labs:OK", "crash": "tests.fake_labs:CRASH", "hang"
             "fails": "tests.fake_labs:FAILS", "broken-judge": "tests.fake_labs:BROKEN_JUDGE",
             "flaky": "tests.fake_labs:FLAKY", "timed": "tests.fake_labs:TIMED", "shared": "tests.fake_labs:SHARED",
             "shared-dirty": "tests.fake_labs:SHARED_DIRTY", "shared-crash": "tests.fake_labs:SHARED_CRASH",
-            "shared-hang": "tests.fake_labs:SHARED_HANG"}
+            "shared-hang": "tests.fake_labs:SHARED_HANG", "shared-dirty-slow": "tests.fake_labs:SHARED_DIRTY_SLOW"}

@@ -68,6 +68,14 @@ def crash_in_shared(name: str):
     return observe_pid(name)
 
 
+def slow_observe(name: str):
+    """observe_pid after a second's pause."""
+    import time
+
+    time.sleep(1.0)
+    return observe_pid(name)
+
+
 def hang_in_shared(name: str):
     """Hangs in a shared child (one that ran a scenario before); observes in a fresh one."""
     import time
