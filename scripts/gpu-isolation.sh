@@ -4,10 +4,10 @@
 #   check-batched-{1,2,3}.json / -profile.txt   every lab, the default (batched), three times
 #   check-each.json / -profile.txt              every lab, --isolation each
 #   wave1-batched-{1,2,3}.json / -profile.txt   the four wave-1 labs, three times
-#   check-jobs16-profile.txt                    every lab, --jobs 16 (what more children at once do)
+#   check-jobs16-profile.txt                    with --jobs16: every lab, --jobs 16 (more children at once)
 #   isolation-compare.json/.txt                 batched run 1 against each, claim by claim
 #   drift-2-vs-1.txt                            run 2 with run 1 as its baseline
-#   scripts/gpu-isolation.sh OUTDIR [--quick]   (--quick: one batched run of each kind)
+#   scripts/gpu-isolation.sh OUTDIR [--quick|--jobs16]   (--quick: one batched run of each kind)
 set -uo pipefail
 out=${1:?usage: scripts/gpu-isolation.sh OUTDIR [--quick]}
 runs="1 2 3"
@@ -28,7 +28,7 @@ check() {  # NAME ARGS...: a bounded check; its standard error (progress and --p
 for i in $runs; do check "check-batched-$i"; done
 check check-each --isolation each
 for i in $runs; do check "wave1-batched-$i" --only migrate,refcount,lifecycle,modules; done
-[ "${2:-}" = "--quick" ] || check check-jobs16 --jobs 16
+[ "${2:-}" = "--jobs16" ] && check check-jobs16 --jobs 16
 python3 benchmarks/isolation_compare.py "$out/check-batched-1.json" "$out/check-each.json" \
   --json "$out/isolation-compare.json" | tee "$out/isolation-compare.txt" | tail -25
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
