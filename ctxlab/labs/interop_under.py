@@ -281,7 +281,7 @@ def torch_green(device: int) -> dict:
     from ctxlab.cuda.outcome import status_name
     from ctxlab.labs.common import cuda_recorder, scenario_output, skipped_output
     from ctxlab.labs.interop import Missing, _primary, _require, _version
-    from ctxlab.labs.migrate import SMID_BLOCKS, _smids
+    from ctxlab.labs.migrate.green import SMID_BLOCKS, distinct_sms
 
     scenario = "torch-green-contexts"
     try:
@@ -321,7 +321,7 @@ def torch_green(device: int) -> dict:
     ids = {"the primary context": primary_id, "PyTorch's green context": green_id}
     drv.push(green_ctx)  # the probe module must live in the stream's context
     try:
-        smids = _smids(ProbeModule.load(), handle, SMID_BLOCKS)
+        smids = distinct_sms(ProbeModule.load(), handle, SMID_BLOCKS)
         measured = f"{len(smids)} distinct SMs"
     except Exception as exc:
         measured = status_name(exc)[:300]

@@ -21,7 +21,7 @@ from ctxlab.cuda.errors import check
 from ctxlab.cuda.kernels import ProbeModule, _arch_of_current_context, compile_cubin
 from ctxlab.lab import Isolation, LabOptions, Scenario
 from ctxlab.labs.common import StepRecorder, cuda_recorder, scenario_output
-from ctxlab.labs.migrate import cupy_kernel_reverse
+from ctxlab.labs.migrate.scenarios import cupy_kernel_reverse
 from ctxlab.labs.modules.claims import BIG_MIB
 from ctxlab.stub import parse_stub
 from ctxlab.trace import Tracer, TraceUnavailable
