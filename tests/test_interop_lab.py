@@ -2,7 +2,7 @@
 claims ``skipped`` with the reason (decided before any CUDA call). The run on the GPU is tests/gpu/test_interop.py."""
 
 from ctxlab.labs import interop
-from ctxlab.labs.interop import LIBRARIES
+from ctxlab.labs.interop import LIBRARIES, libs
 
 
 def test_libraries_start_in_fresh_interpreters_and_undefined_behaviour_is_repeated():
@@ -25,7 +25,7 @@ def test_a_missing_library_skips_its_claims_with_the_reason(monkeypatch):
         if lib == "jax":
             raise interop.Missing("jax is not installed")
 
-    monkeypatch.setattr(interop, "_require", require)  # decided before any CUDA call: no GPU needed
+    monkeypatch.setattr(libs, "require", require)  # decided before any CUDA call: no GPU needed
     observations = [*interop.alone(0, "jax")["observations"], *interop.refs(0, "jax")["observations"],
                     *interop.exchange(0, "cupy", "jax", "dlpack")["observations"]]
     ran = ["alone-jax", "refs-jax", "exchange-cupy-jax"]
@@ -39,7 +39,7 @@ def test_a_missing_library_skips_its_claims_with_the_reason(monkeypatch):
 def test_areas_four_to_seven_are_scenarios_of_the_lab_and_of_check():
     from ctxlab.harness.runner import plan
     from ctxlab.lab import Isolation, LabOptions
-    from ctxlab.labs.interop_blast import TEARDOWNS
+    from ctxlab.labs.interop import TEARDOWNS
 
     options = LabOptions()
     declared = {s.name: s for s in interop.LAB.scenarios(options)}
@@ -59,12 +59,12 @@ def test_areas_four_to_seven_are_scenarios_of_the_lab_and_of_check():
 
 def test_a_missing_library_skips_its_claims_under_another_context(monkeypatch):
     from ctxlab.claim import judge
-    from ctxlab.labs import interop_under
+    from ctxlab.labs.interop import under as interop_under
 
     def require(lib):
         raise interop.Missing(f"{lib} is not installed")
 
-    monkeypatch.setattr(interop, "_require", require)  # decided before any CUDA call: no GPU needed
+    monkeypatch.setattr(libs, "require", require)  # decided before any CUDA call: no GPU needed
     observations = interop_under.under(0, "created", "numba")["observations"]
     (result,) = [r for r in judge(interop.CLAIMS, observations, ["under-created-numba"])
                  if r.id == "interop.under-created.numba"]
@@ -75,7 +75,7 @@ def test_a_teardown_child_that_crashes_keeps_the_outcomes_before_it(monkeypatch)
     """The teardown runs in a separate interpreter that reports each outcome as it is known: a crash while
     reading one library leaves the earlier reads, and the rest read "no answer" with how the process ended."""
     from ctxlab.claim import judge
-    from ctxlab.labs import interop_blast
+    from ctxlab.labs.interop import blast as interop_blast
 
     lines = [{"step": "made", "library": "cupy", "present": True, "version": "14.2.0", "made": "ok", "owner_id": 1,
               "before": "correct"},
