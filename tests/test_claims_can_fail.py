@@ -9,20 +9,19 @@ that vanish give ``error``, never ``skipped``.
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 import ctxlab
+from ctxlab.labs import LABS
 from ctxlab.record import LabResult, Observation
 from tests.claim_cases import Case, drop
-from tests.claim_cases.interop import CASES as INTEROP
-from tests.claim_cases.lifecycle import CASES as LIFECYCLE
-from tests.claim_cases.migrate import CASES as MIGRATE
-from tests.claim_cases.modules import CASES as MODULES
-from tests.claim_cases.peer import CASES as PEER
-from tests.claim_cases.refcount import CASES as REFCOUNT
 from tests.conftest import RESULTS
 
-CASES: dict[str, Case] = {**MIGRATE, **REFCOUNT, **LIFECYCLE, **MODULES, **INTEROP, **PEER}
+# Every registered lab's cases, from tests/claim_cases/<lab>.py: a lab added to the registry without them fails here.
+CASES: dict[str, Case] = {claim: case for lab in LABS
+                          for claim, case in importlib.import_module(f"tests.claim_cases.{lab}").CASES.items()}
 # The green scenarios of migrate were recorded in a run of their own (migrate --context both on the H200);
 # refcount's and lifecycle's are in their labs' recorded runs.
 ALSO_RECORDED = {"migrate": "migrate-green.json"}
