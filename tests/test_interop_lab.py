@@ -114,3 +114,11 @@ def test_vmm_claims_of_a_missing_library_are_skipped():
     results = {r.id: r for r in judge(interop.CLAIMS, observations, ["vmm"])}
     assert results["interop.vmm.jax"].verdict == "skipped"
     assert results["interop.vmm.cuda-core"].verdict == "observed"
+
+
+def test_each_librarys_array_is_as_long_as_the_sum_it_is_read_against():
+    # libs.make fills 1..N and checked() compares with SUM: one N for both (the package move once took the
+    # exchanges' N, 1 << 24, and every read before a teardown read as a silent wrong result on the H200)
+    from ctxlab.labs.interop import libs, under_claims
+
+    assert libs.N == under_claims.N == 4096 and libs.SUM == libs.N * (libs.N + 1) // 2

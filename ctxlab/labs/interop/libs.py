@@ -17,9 +17,8 @@ from ctxlab.cuda import driver as drv
 from ctxlab.cuda.environment import cupy_distribution, package_version
 from ctxlab.cuda.outcome import attempt, checked
 from ctxlab.labs.common import context_state
-from ctxlab.labs.interop.claims import N
 from ctxlab.labs.interop.names import DISTRIBUTIONS
-from ctxlab.labs.interop.under_claims import IOTA, SUM
+from ctxlab.labs.interop.under_claims import IOTA, SUM, N
 
 
 class Missing(Exception):
