@@ -3,10 +3,10 @@ batched isolation changes nothing: ``check`` against ``check --isolation each``)
 
     python benchmarks/isolation_compare.py BATCHED.json EACH.json [--json OUT]
 
-Evidence is compared as drift compares it (``ctxlab.records.evidence.normalize``: handles, addresses, timings
-and the values of a silent wrong result blanked). Prints one line per claim that differs, then the count; exit
-status 0 when every claim of both runs reads the same, 1 when one differs or is missing from either run, 2
-for a file that cannot be read.
+Evidence is compared as drift compares it (``ctxlab.suite.decided``: handles, addresses, timings and the
+values of a silent wrong result blanked; over undefined-behaviour repeats, which error each met). Prints one
+line per claim that differs, then the count; exit status 0 when every claim of both runs reads the same, 1
+when one differs or is missing from either run, 2 for a file that cannot be read.
 """
 
 from __future__ import annotations
@@ -15,15 +15,14 @@ import argparse
 import json
 import sys
 
-from ctxlab.records.evidence import normalize
 from ctxlab.records.files import load_runs
 from ctxlab.records.model import LabResult, ResultFileError
+from ctxlab.suite import decided
 
 
 def claims_of(runs: list[LabResult]) -> dict[tuple, tuple[str, str]]:
-    """(lab, device, claim id) -> (verdict, normalised evidence)."""
-    return {(r.lab, r.options.get("device", 0), c.id): (c.verdict, normalize(c.evidence))
-            for r in runs for c in r.claims}
+    """(lab, device, claim id) -> (verdict, evidence as drift compares it)."""
+    return {(r.lab, r.options.get("device", 0), cid): value for r in runs for cid, value in decided(r).items()}
 
 
 def differences(first: list[LabResult], second: list[LabResult]) -> list[dict]:

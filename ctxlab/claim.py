@@ -58,6 +58,9 @@ class Claim:
     expect: Callable[[Facts], bool] | None = None
     precondition: Callable[[Facts], bool] | None = None
     unmet: str = ""  # a str.format template over the facts: why the precondition did not hold
+    # Which error its undefined behaviour meets varies between runs of the same code (recorded): drift compares
+    # whether each repeat met an error, a silent wrong result, a correct value or a crash, not which error.
+    error_varies: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -19,7 +19,7 @@ from ctxlab.harness.pool import Scheduled, critical_path, run_plans
 from ctxlab.harness.runner import plan
 from ctxlab.lab import DEFAULT_REPEATS
 from ctxlab.labs import LABS, get_lab
-from ctxlab.records.evidence import normalize
+from ctxlab.records.evidence import normalize, normalize_undefined
 from ctxlab.records.model import LabResult
 
 
@@ -125,6 +125,24 @@ def _change(run: LabResult, item: str, change: str, **values: str) -> dict:
     return {"lab": run.lab, "device": _key(run)[1], "item": item, "change": change, **values}
 
 
+def claims_whose_error_varies(run: LabResult, registry: dict[str, str] | None = None) -> set[str]:
+    """The claims of ``run`` whose undefined behaviour meets an error that varies between runs
+    (``Claim.error_varies``): their evidence is compared with ``normalize_undefined``."""
+    try:
+        claims = get_lab(run.lab, registry or LABS).claims
+    except Exception:  # a lab this ctxlab does not know (a file from elsewhere): compared as decided
+        return set()
+    return {c.id for c in claims if c.error_varies}
+
+
+def decided(run: LabResult, registry: dict[str, str] | None = None) -> dict[str, tuple[str, str]]:
+    """Each claim of ``run`` as drift compares it: (verdict, evidence normalised; where the error its undefined
+    behaviour meets varies between runs, which error each repeat met blanked too)."""
+    undefined = claims_whose_error_varies(run, registry)
+    return {c.id: (c.verdict, (normalize_undefined if c.id in undefined else normalize)(c.evidence))
+            for c in run.claims}
+
+
 def drift(runs: list[LabResult], baseline: list[LabResult]) -> list[dict]:
     """Everything that differs from the baseline, in both directions: lab runs, scenarios and claims that
     disappeared or appeared, verdicts that changed, and ``observed`` outcomes that read differently."""
@@ -142,6 +160,7 @@ def drift(runs: list[LabResult], baseline: list[LabResult]) -> list[dict]:
         was = {c.id: c for c in old.claims}
         out += [_change(run, c.id, "claim disappeared", was=c.verdict) for c in old.claims
                 if c.id not in {n.id for n in run.claims}]
+        then, now_decided = decided(old), decided(run)
         for claim in run.claims:
             prior = was.get(claim.id)
             if prior is None:
@@ -149,6 +168,6 @@ def drift(runs: list[LabResult], baseline: list[LabResult]) -> list[dict]:
             elif prior.verdict != claim.verdict:
                 out.append(_change(run, claim.id, "verdict", was=prior.verdict, now=claim.verdict,
                                    evidence=claim.evidence))
-            elif claim.verdict == "observed" and normalize(prior.evidence) != normalize(claim.evidence):
+            elif claim.verdict == "observed" and then[claim.id] != now_decided[claim.id]:
                 out.append(_change(run, claim.id, "observed outcome", was=prior.evidence, now=claim.evidence))
     return out

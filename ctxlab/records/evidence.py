@@ -63,3 +63,26 @@ def normalize(evidence: str) -> str:
     for pattern, replacement in _VOLATILE:
         evidence = pattern.sub(replacement, evidence)
     return _SPREAD.sub(_spread, evidence)
+
+
+# An error's text in a distribution item: from its name (CUDA_ERROR_X, cudaErrorX, SomethingError) up to the
+# item's count (" in 2 of 3", " (all 3)"), the nearest one: a library's message may hold ";" and ":".
+_ERROR_ITEM = re.compile(r"(?:\b[A-Z]\w*(?:Error|Exception)\b|\bCUDA_ERROR_\w+|\bcudaError\w+)"
+                         r".*?(?= in \d+ of \d+| \(all \d+\))", re.DOTALL)
+_ERRORS_RUN = re.compile(r"an error in (\d+) of (\d+)((?:, an error in \d+ of \d+)+)")
+
+
+def _errors_merged(match: re.Match) -> str:
+    counts = [int(n) for n in re.findall(r"an error in (\d+) of \d+", match.group(0))]
+    total = int(match.group(2))
+    return f"an error (all {total})" if sum(counts) == total else f"an error in {sum(counts)} of {total}"
+
+
+def normalize_undefined(evidence: str) -> str:
+    """Evidence of a claim whose undefined behaviour meets an error that varies between runs
+    (``Claim.error_varies``: use after a teardown) as drift compares it: ``normalize``, and then which error
+    each repeat met reads "an error" (the H200 gave CUDA_ERROR_ILLEGAL_ADDRESS in one run of the same code and
+    CUDA_ERROR_INVALID_VALUE in the next, labs/results/matrix/). Whether it met an error, a silent wrong
+    result, a correct value or a crash is compared."""
+    text = _ERROR_ITEM.sub("an error", normalize(evidence))
+    return _ERRORS_RUN.sub(_errors_merged, text)

@@ -3,7 +3,7 @@
 Each variant sets one variable the CUDA driver reads. What should change: the runs record the variable
 (``environment.driver_variables``), and the driver shows it (``ctxlab doctor``: the loading mode under
 CUDA_MODULE_LOADING, one device under CUDA_VISIBLE_DEVICES=0). What must not: any claim's verdict or its
-normalised evidence (``ctxlab.records.evidence.normalize``, as drift compares it), except
+normalised evidence (``ctxlab.suite.decided``, as drift compares it), except
 
 - the claims that read a race (a distribution with silent wrong results: the unordered hand-overs): what a
   race decides may differ under anything that changes timing, and is printed, not failed;
@@ -25,8 +25,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxlab.records.evidence import normalize
 from ctxlab.records.schema import SILENT_WRONG
+from ctxlab.suite import decided
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,7 @@ def differences(base: list, varied: list) -> list[dict]:
     for k in before.keys() & now.keys():
         was = {c.id: c for c in before[k].claims}
         got = {c.id: c for c in now[k].claims}
+        then, decided_now = decided(before[k]), decided(now[k])
         out += [{"lab": k[0], "claim": cid, "change": "claim missing"} for cid in was if cid not in got]
         out += [{"lab": k[0], "claim": cid, "change": "new claim"} for cid in got if cid not in was]
         for cid in was.keys() & got.keys():
@@ -64,7 +65,7 @@ def differences(base: list, varied: list) -> list[dict]:
             if a.verdict != b.verdict:
                 out.append({"lab": k[0], "claim": cid, "change": "verdict", "was": a.verdict, "now": b.verdict,
                             "evidence": b.evidence})
-            elif normalize(a.evidence) != normalize(b.evidence):
+            elif then[cid] != decided_now[cid]:
                 out.append({"lab": k[0], "claim": cid, "change": "evidence", "was": a.evidence, "now": b.evidence})
     return sorted(out, key=lambda d: (d["lab"], d["claim"] or "", d["change"]))
 

@@ -73,7 +73,10 @@ def _blast_claim(teardown: str, lib: str) -> Claim:
                  facts_blast(teardown, lib),
                  "over {runs}: {library} {version} made its array ({made}; owner: {owner}; read before: {before}); "
                  "{call} -> {status}; then its old array -> {old}; a new array -> {new}; wrong values without an "
-                 "error: {silent_wrong}")
+                 "error: {silent_wrong}",
+                 # after the teardown, which error a library meets is the run's: two H200 runs of the same code
+                 # met CUDA_ERROR_ILLEGAL_ADDRESS and CUDA_ERROR_INVALID_VALUE (labs/results/matrix/)
+                 error_varies=True)
 
 
 CLAIMS = tuple(_blast_claim(t, lib) for t in TEARDOWNS for lib in LIBRARIES)

@@ -1,0 +1,69 @@
+"""Drift over undefined-behaviour repeats: which error a use after teardown meets is the run's (two H200 runs of
+the same code, labs/results/matrix/baseline.json and again.json, met CUDA_ERROR_ILLEGAL_ADDRESS in one and
+CUDA_ERROR_INVALID_VALUE in the other); whether it met an error, a silent wrong result, a correct value or a
+crash is compared, and so is everything outside undefined-behaviour territory."""
+
+import dataclasses
+
+import pytest
+
+from ctxlab.records.evidence import normalize, normalize_undefined
+from ctxlab.records.files import load_runs
+from ctxlab.suite import claims_whose_error_varies, drift
+from tests.conftest import RESULTS
+
+BASELINE, AGAIN = RESULTS / "matrix" / "baseline.json", RESULTS / "matrix" / "again.json"
+
+
+def edited(runs, claim_id: str, evidence) -> list:
+    out = []
+    for run in runs:
+        claims = tuple(dataclasses.replace(c, evidence=evidence(c.evidence)) if c.id == claim_id else c
+                       for c in run.claims)
+        out.append(dataclasses.replace(run, claims=claims))
+    return out
+
+
+def test_two_h200_runs_of_the_same_code_differ_in_which_error_but_show_no_drift():
+    base, again = load_runs(BASELINE), load_runs(AGAIN)
+    texts = [({c.id: c.evidence for c in a.claims}, {c.id: c.evidence for c in b.claims})
+             for a, b in zip(base, again, strict=True)]
+    varied = [cid for a, b in texts for cid in a if normalize(a[cid]) != normalize(b[cid])]
+    assert varied and all(cid.startswith("interop.blast.") for cid in varied)  # the real variation
+    assert drift(again, base) == [] and drift(base, again) == []
+
+
+def test_only_the_blast_claims_declare_that_their_error_varies():
+    (interop,) = [r for r in load_runs(BASELINE) if r.lab == "interop"]
+    varies = claims_whose_error_varies(interop)
+    assert varies == {c.id for c in interop.claims if c.id.startswith("interop.blast.")}
+    (modules,) = [r for r in load_runs(BASELINE) if r.lab == "modules"]
+    assert claims_whose_error_varies(modules) == set()  # a cached kernel in another context: INVALID_HANDLE every run
+
+
+@pytest.mark.parametrize("outcome", ["silent-wrong-result (got 1, expected 2) (all 3)", "correct (all 3)",
+                                     "no answer (ended by SIGSEGV) (all 3)"])
+def test_another_kind_of_outcome_after_a_teardown_is_still_drift(outcome):
+    base = load_runs(BASELINE)
+    claim = "interop.blast.release.numba"
+    changed = edited(base, claim, lambda text: text.replace(
+        text[text.index("then its old array -> ") + len("then its old array -> "):text.index("; a new array")],
+        outcome))
+    found = drift(changed, base)
+    assert [d["item"] for d in found] == [claim] and found[0]["change"] == "observed outcome"
+
+
+def test_another_error_name_outside_undefined_behaviour_is_still_drift():
+    base = load_runs(BASELINE)
+    claim = "interop.under-created.numba"
+    changed = edited(base, claim, lambda text: text.replace("RuntimeError", "CudaSupportError"))
+    assert [d["item"] for d in drift(changed, base)] == [claim]
+
+
+def test_which_error_is_blanked_and_errors_merged_but_other_outcomes_kept():
+    one = "then its old array -> CUDA_ERROR_ILLEGAL_ADDRESS in 2 of 3, JaxRuntimeError: INTERNAL: a; b: c in 1 of 3"
+    other = "then its old array -> CudaAPIError: [<CUresult.CUDA_ERROR_INVALID_VALUE: 1>] x (all 3)"
+    assert normalize_undefined(one) == normalize_undefined(other) == "then its old array -> an error (all 3)"
+    mixed = "then its old array -> CUDA_ERROR_ILLEGAL_ADDRESS in 2 of 3, correct in 1 of 3"
+    assert normalize_undefined(mixed) != normalize_undefined(other)
+    assert "silent-wrong-result" in normalize_undefined("read -> silent-wrong-result (got 5, expected 6) (all 3)")
