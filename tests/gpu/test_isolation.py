@@ -39,3 +39,30 @@ def test_shared_scenarios_decide_as_they_do_each_in_a_child_of_their_own(tmp_pat
     alone = {c.id: (c.verdict, normalize(c.evidence)) for c in each.claims}
     differ = {k: (decided.get(k), alone.get(k)) for k in set(decided) | set(alone) if decided.get(k) != alone.get(k)}
     assert not differ, differ
+
+
+def batch_of(*targets: str):
+    from ctxlab.harness.batch import Item, run_batch
+
+    return run_batch([Item(f"tests.gpu.batch_targets:{t}", (0,), {}, 60) for t in targets])
+
+
+def test_a_primary_context_a_library_left_current_passes_the_check():
+    run = batch_of("uses_the_primary", "uses_the_primary")
+    assert run.stopped is None and len(run.ran) == 2, run
+
+
+@pytest.mark.parametrize("target, why", [
+    ("leaves_a_created_context_current", ("a context other than a primary context is current",)),
+    ("leaves_a_sticky_error", ("has a sticky error", "CUDA_ERROR_ILLEGAL_ADDRESS")),
+])
+def test_the_check_refuses_what_a_scenario_left_behind(target, why):
+    run = batch_of(target, "uses_the_primary")
+    assert [r.index for r in run.ran] == [0] and run.stopped is not None, run
+    assert run.stopped[0] == 1 and all(part in run.stopped[1] for part in why), run.stopped
+
+
+def test_the_check_refuses_a_primary_context_reset_after_the_first_scenario():
+    run = batch_of("uses_the_primary", "uses_the_primary", "resets_the_primary", "uses_the_primary")
+    assert [r.index for r in run.ran] == [0, 1, 2] and run.stopped is not None, run
+    assert run.stopped[0] == 3 and "primary context is inactive" in run.stopped[1], run.stopped
