@@ -16,11 +16,10 @@ import time
 import click
 
 from ctxlab.cli_fleet import check_reports, fleet_check
+from ctxlab.cli_labs import lab_commands
 from ctxlab.cli_merge import report
 from ctxlab.cli_options import (
     device_option,
-    former_name,
-    lab_options,
     max_size_option,
     output_option,
     output_options,
@@ -159,144 +158,6 @@ def run_lab(name: str, fmt: str, output: str | None, on_progress=None, steps: bo
     result = ctxlab.api.run(name, progress=say, on_progress=on_progress, **options)
     emit([result], fmt, output, steps, full)
     lab_exit([result])
-
-
-@cli.command()
-@click.option("--threads", "-t", type=click.IntRange(1, 1024), default=4, show_default=True,
-              help="Host threads that take turns holding the context.")
-@click.option("--rounds", "-r", type=click.IntRange(1, 1_000_000), default=3, show_default=True,
-              help="How many times the context goes round all threads.")
-@click.option("--context", "context", type=click.Choice(["primary", "created", "green", "both", "all"]),
-              default="both", show_default=True,
-              help="Which context travels: the runtime's primary one, one from cuCtxCreate, a green context (an SM "
-                   "partition, with its own scenarios), both (primary and created) or all three.")
-@click.option("--handoff-timeout", "timeout", type=FiniteFloat(0.1, 3600), default=30.0, show_default=True,
-              help="Seconds a single handoff may take before the run stops, naming the thread and step "
-                   "(check's --timeout is per scenario).")
-@former_name("--timeout", "--handoff-timeout", "timeout", FiniteFloat(0.1, 3600))
-@lab_options
-@domain_errors
-def migrate(threads, rounds, context, timeout, fmt, output, **common):
-    """Hand a context between host threads; check that state moves with it.
-
-    \b
-      ctxlab migrate
-      ctxlab migrate --threads 8 --rounds 100 --context all
-      ctxlab migrate --format json -o migrate.json
-
-    Thread 1 allocates with CuPy, writes a __device__ global and makes a
-    stream; every thread in turn pushes the context, verifies pointers,
-    global, stream and values, updates them, pops and hands over. Also: one
-    context current on two threads, a thread without the context, CuPy's
-    caches under a second context (repeated), and a cross-context dereference,
-    each in its own process. With --context green (or all): the same relay of
-    a green context, and that context current on two threads at once
-    (repeated), the SMs its kernels ran on, which context owns its memory, and
-    CuPy under it.
-    """
-    run_lab("migrate", fmt, output, on_progress=HandoffProgress(), threads=threads, rounds=rounds, context=context,
-            timeout=timeout, **common)
-
-
-@cli.command()
-@lab_options
-@domain_errors
-def refcount(fmt, output, **common):
-    """Show what keeps a context alive and what release and reset destroy.
-
-    \b
-      ctxlab refcount
-      ctxlab refcount --repeats 10 --steps
-
-    Each scenario runs in its own process: the runtime's own references to
-    the primary context, releasing without a retain, cudaDeviceReset under
-    CuPy, cuDevicePrimaryCtxReset, cuCtxAttach/cuCtxDetach and cuCtxDestroy
-    on a created context, and whether cudaThreadExit still exists. Scenarios
-    that use data after a release, reset or destroy run --repeats times.
-    """
-    run_lab("refcount", fmt, output, **common)
-
-
-@cli.command()
-@lab_options
-@domain_errors
-def interop(fmt, output, **common):
-    """Show whether CuPy, PyTorch, JAX, Numba and cuda.core share one context, and what survives fork.
-
-    \b
-      ctxlab interop
-      ctxlab interop --format markdown -o interop.md
-
-    Each library alone in a fresh process (the context it leaves current, its
-    allocation's context, a fresh thread's first use, the primary-context
-    references it holds), all of them together, DLPack and
-    __cuda_array_interface__ exchanges between pairs (same pointer, owning
-    context, stream order, a worker thread), each library under a cuCtxCreate
-    or green context, each teardown (device reset, primary release or reset,
-    cuCtxDestroy) against every library's data (repeated), a child made by fork
-    or by each multiprocessing start method (repeated), CUDA IPC handles in a
-    spawned child, and which context owns VMM and pool memory. A missing
-    library is skipped.
-    """
-    run_lab("interop", fmt, output, **common)
-
-
-@cli.command()
-@lab_options
-@domain_errors
-def peer(fmt, output, **common):
-    """Show whether peer access between two GPUs belongs to a context and follows it to another thread.
-
-    \b
-      ctxlab peer --device 0
-      ctxlab peer --trace --steps
-
-    Runs on --device and the next GPU. A context enables access toward a
-    context on the other GPU (twice), moves to another thread, and there copies
-    and reads the other GPU's memory; kernels of contexts without access
-    (repeated), a primary context reset of either GPU, and each thread's
-    current device. Needs 2 GPUs: on one, every claim is skipped with why.
-    """
-    run_lab("peer", fmt, output, **common)
-
-
-@cli.command()
-@lab_options
-@domain_errors
-def lifecycle(fmt, output, **common):
-    """Show when and by which calls the runtime creates its context, and how to get its handle.
-
-    \b
-      ctxlab lifecycle
-      ctxlab lifecycle --trace --steps
-
-    Each sequence runs in a fresh process: import and first calls (in a new
-    interpreter that has imported nothing), cudaFree(0), cudaInitDevice, a
-    cuCtxCreate context made first, the handle through cuCtxGetCurrent, a new
-    host thread, and device flags before and after activation. --trace shows
-    the driver calls beneath.
-    """
-    run_lab("lifecycle", fmt, output, **common)
-
-
-@cli.command()
-@lab_options
-@domain_errors
-def modules(fmt, output, **common):
-    """Show how and when modules are loaded into a context.
-
-    \b
-      ctxlab modules
-      ctxlab modules --format junit -o modules.xml
-
-    Each scenario runs in a fresh process: the same module under
-    CUDA_MODULE_LOADING=EAGER, LAZY and unset (witnessed by CUPTI's
-    MODULE_LOADED and by device memory), one module in two contexts, a
-    context-independent library (cuLibraryLoadData) in two contexts, nvcc's
-    registration stub and a library built with it (needs nvcc), and CuPy's
-    kernel cache under another context (repeated).
-    """
-    run_lab("modules", fmt, output, **common)
 
 
 @cli.command()
@@ -442,6 +303,10 @@ def check(devices, only, timeout, jobs, repeats, isolation, fmt, output, steps, 
 
 for _command in (trace, audit, report):  # commands defined beside their helpers
     cli.add_command(_command)
+# One command per lab of the registry, its options its options dataclass's (cli_labs); each runs through run_lab,
+# looked up when it runs.
+for _lab_command in lab_commands(lambda *args, **kwargs: run_lab(*args, **kwargs)):
+    cli.add_command(_lab_command)
 
 
 def main():

@@ -76,21 +76,49 @@ class Scenario:
     reports_progress: bool = False  # calls harness.isolate.report_progress (long relays)
 
 
-def bounded(low: float, high: float) -> Any:
-    """Field metadata: the option's inclusive range, checked when the options are made."""
-    return {"range": (low, high)}
+def bounded(low: float, high: float, help: str | None = None, **cli: Any) -> Any:
+    """Field metadata: the option's inclusive range, checked when the options are made; with ``help``, also
+    what its command-line option says and how it is spelt (``described``)."""
+    return {"range": (low, high), **(described(help, **cli) if help is not None else {})}
+
+
+def described(help: str, *, flags: tuple[str, ...] = (), former: str | None = None, metavar: str | None = None,
+              **metadata: Any) -> Any:
+    """Field metadata for the field's option on the lab's command (``ctxlab <lab>``, built from these fields):
+    its ``help`` text and, where they are not the field's name with dashes, its ``flags`` (the long one first,
+    then a short one), a hidden ``former`` spelling that still works, its ``metavar``; ``metadata`` holds the
+    field's other entries (``choices``). The option's type, default and range are the field's."""
+    spelling = {"flags": flags, "former": former, "metavar": metavar}
+    return {**metadata, "help": help, **{key: value for key, value in spelling.items() if value}}
+
+
+def flag_of(f: dataclasses.Field) -> str:
+    """The command-line option that sets field ``f``: its declared long flag, or its name with dashes."""
+    return f.metadata.get("flags", ("--" + f.name.replace("_", "-"),))[0]
 
 
 @dataclass(frozen=True)
 class LabOptions:
-    """Options every lab takes. Subclasses add their own fields, with ``bounded`` ranges where they have one."""
+    """Options every lab takes. Subclasses add their own fields, with ``bounded`` ranges where they have one and the
+    help of each field's option on the lab's command (``bounded``'s or ``described``'s ``help``)."""
 
-    device: int = field(default=0, metadata=bounded(0, 1023))
-    trace: bool = False
-    repeats: int = field(default=DEFAULT_REPEATS, metadata=bounded(1, 100))
-    scenario_timeout: float | None = field(default=None, metadata=bounded(0.1, 86400))  # caps each scenario's own
-    jobs: int | None = field(default=None, metadata=bounded(1, 256))  # scenarios side by side (default: cores)
-    isolation: str = field(default="batched", metadata={"choices": ("batched", "each")})  # each: SHARED ones too
+    device: int = field(default=0, metadata=bounded(0, 1023, "Index of the GPU to run on (as the driver numbers "
+                                                            "them).", flags=("--device", "-d"), metavar="N"))
+    trace: bool = field(default=False, metadata=described("Attach to each step the driver calls and resource "
+                                                           "events it caused (CUPTI)."))
+    repeats: int = field(default=DEFAULT_REPEATS, metadata=bounded(
+        1, 100, "Runs of each scenario in undefined-behaviour territory (use after release, reset or destroy), "
+                "each in a fresh process; its claims judge the distribution of outcomes."))
+    scenario_timeout: float | None = field(default=None, metadata=bounded(  # caps each scenario's own
+        0.1, 86400, "Seconds any one scenario may run before it is killed and reported as an error (as check's "
+                    "--timeout; without it, each scenario's own limit)."))
+    jobs: int | None = field(default=None, metadata=bounded(  # scenarios side by side (default: cores)
+        1, 256, "Child processes at once (default: the CPU cores, at most 8); scenarios that need the GPU alone "
+                "still run one at a time."))
+    isolation: str = field(default="batched", metadata=described(  # each: SHARED ones too
+        "batched: scenarios that do not need a fresh process share one child, checked clean between two, the "
+        "rest re-run in fresh children if not; each: one child per scenario (as check's --isolation).",
+        choices=("batched", "each")))
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -104,7 +132,7 @@ class LabOptions:
 def validate(f: dataclasses.Field, value: Any) -> None:
     """Reject NaN, infinities, wrong types and values outside a field's range, naming the parameter (and,
     for the CLI, the option)."""
-    flag = "--" + f.name.replace("_", "-")
+    flag = flag_of(f)
     if value is None:
         return
     if "choices" in f.metadata:
