@@ -63,11 +63,6 @@ def output_options(fn: F) -> F:
     return fn
 
 
-def lab_options(fn: F) -> F:
-    """What every lab command takes: the GPU, tracing, repeats, the report's format and file."""
-    return device_option(trace_option(repeats_option(output_options(fn))))
-
-
 def program_options(verb: str) -> Callable[[F], F]:
     """The program trace and audit run: -c CODE, -m MODULE, or a SCRIPT and its arguments."""
     def decorate(fn: F) -> F:
