@@ -93,6 +93,9 @@ def facts_primary(lib: str) -> Callable[[Observations], dict]:
     """Alone: the context left current and the allocation's context against the primary; together: the same, in
     every repeat of ``together`` (each one a fresh process)."""
 
+    # current is cuCtxGetCurrent's handle (0 for none), primary the primary context's handle or None while it is
+    # inactive (never 0): current == primary names the primary context itself. Together, the pointer's owner is
+    # judged only where that run's primary context was current (together_primary), so a primary handle is there.
     def facts(obs: Observations) -> dict:
         alone = [o.value for o in some(obs, "library context", f"alone-{lib}")]
         together = [o.value for o in some(obs, "together", "together") if o.value["library"] == lib]
@@ -103,14 +106,14 @@ def facts_primary(lib: str) -> Callable[[Observations], dict]:
         return {"library": TITLES[lib], "version": a.get("version") or "unknown",
                 "current": hexed(a["current"]), "current_id": _text(a["current_id"]),
                 "primary": hexed(a["primary"]), "primary_id": _text(a["primary_id"]),
-                "alone_primary": sum(1 for v in alone if v["current"] and v["current"] == v["primary"]),
+                "alone_primary": sum(1 for v in alone if v["current"] == v["primary"]),
                 "alone_pointer": sum(1 for v in alone if v["pointer_context"] and v["pointer_context"] == v["primary"]),
                 "alone_runs": len(alone), "pointer_context": hexed(a["pointer_context"]),
                 "reported": f"; the library reports context {hexed(a['reported'])}" if a.get("reported") else "",
                 "together": f"over {len(together)} run(s): " + spread(_together_run(t) for t in together),
                 "together_runs": len(together), "together_loaded": len(loaded),
-                "together_primary": sum(1 for t in loaded if t["primary"] and t["current"] == t["primary"]),
-                "together_pointer": sum(1 for t in loaded if t["primary"] and t["pointer_context"] == t["primary"])}
+                "together_primary": sum(1 for t in loaded if t["current"] == t["primary"]),
+                "together_pointer": sum(1 for t in loaded if t["pointer_context"] == t["primary"])}
 
     return facts
 
@@ -266,19 +269,20 @@ def _primary_claim(lib: str) -> Claim:
                 "allocation in the primary context in {alone_pointer} (owner {pointer_context}){reported}; with the "
                 "other libraries: {together}")
     return Claim(f"interop.{lib}.context", statement, source, kind, (f"alone-{lib}", "together"), facts_primary(lib),
-                 evidence, None if kind == "observation" else _expect_primary(pointer=lib != "cuda-core"))
+                 evidence, None if kind == "observation" else
+                 _expect_current if lib == "cuda-core" else _expect_current_and_pointer)
 
 
-def _expect_primary(pointer: bool) -> Callable[[Facts], bool]:
-    """The primary context current alone and together; with ``pointer``, the allocations in it too (the runtime
-    promises that for its allocations; cuda.core's documentation promises only the current context)."""
+def _expect_current(f: Facts) -> bool:
+    """The primary context current alone and together (cuda.core's documentation promises only that)."""
+    return f["alone_primary"] == f["alone_runs"] and f["together_primary"] == f["together_loaded"]
 
-    def expect(f: Facts) -> bool:
-        current = f["alone_primary"] == f["alone_runs"] and f["together_primary"] == f["together_loaded"]
-        return current and (not pointer or (f["alone_pointer"] == f["alone_runs"]
-                                            and f["together_pointer"] == f["together_loaded"]))
 
-    return expect
+def _expect_current_and_pointer(f: Facts) -> bool:
+    """The primary context current alone and together, and the allocations in it (the runtime promises that for
+    its allocations)."""
+    return (f["alone_primary"] == f["alone_runs"] and f["together_primary"] == f["together_loaded"]
+            and f["alone_pointer"] == f["alone_runs"] and f["together_pointer"] == f["together_loaded"])
 
 
 def _thread_claim(lib: str) -> Claim:
@@ -315,7 +319,7 @@ def _exchange_claim(producer: str, consumer: str, protocol: str) -> Claim:
                  "{handovers} handovers ({how}; threads: {threads}){interface}: same pointer in {same}, owned by the "
                  "primary context in {in_primary}; value read: {reads}; wrong values without an error: "
                  "{silent_wrong}; the worker's current context after the consumer call: {worker_current}",
-                 _expect_exchange, precondition=_every_stream_named,
+                 _expect_exchange if protocol == "cai" else _expect_dlpack, precondition=_every_stream_named,
                  unmet="the value read is promised only where the handover names the producer's stream, and "
                        "{unnamed} of {handovers} handovers named none (interop.exchange.unnamed-stream reports "
                        "what was read then)")
@@ -333,6 +337,14 @@ def _expect_exchange(f: Facts) -> bool:
         return False
     ordered = f["stream_named"]
     return ordered == 0 or (ordered == f["handovers"] and f["correct"] == f["handovers"])  # correct: no wrong value
+
+
+def _expect_dlpack(f: Facts) -> bool:
+    """Same memory, owned by the primary context, and the value the producer wrote: a DLPack handover always names
+    the stream (the consumer passes its own), so every handover is ordered (the precondition always holds)."""
+    if not f["same"] == f["in_primary"] == f["handovers"]:
+        return False
+    return f["correct"] == f["handovers"]  # correct: no wrong value
 
 
 CLAIMS = (

@@ -46,6 +46,8 @@ def _within(obs: Observations, scenarios: tuple[str, ...]) -> list:
 
 def _facts_state_travels(obs, scenarios: tuple[str, ...] = HANDOFF):
     summaries = some(_within(obs, scenarios), "handoffs verified")
+    # A relay is lost on a mismatch or a wrong final value; a handoff is unverified only if one of its checks
+    # mismatched (relay.py), so no relay lost means every handoff verified and no mismatch anywhere.
     lost = [o for o in summaries if o.value["mismatches"] or not o.value["final_ok"]]
     return {"verified": sum(o.value["verified"] for o in summaries),
             "handoffs": sum(o.value["handoffs"] for o in summaries),
@@ -180,7 +182,7 @@ GREEN_CLAIMS = (
           "green context of {group_sms} of {device_sms} SMs: {verified} of {handoffs} handoffs verified: {mismatches} "
           "mismatches of pointer context, global address, stream context or values (first: {first}); final array "
           "and global as expected in {final_ok} of {kinds} relays",
-          lambda f: f["verified"] == f["handoffs"] and f["mismatches"] == 0 and f["kinds_lost"] == 0),
+          lambda f: f["kinds_lost"] == 0),  # every handoff verified and the final values right, in every relay
     Claim("migrate.green-one-thread-at-a-time",
           "What happens when a green context is made current on two threads at once, which the documentation rules "
           "out (does the driver refuse the second thread, and do both threads' results come out right?).",
@@ -228,7 +230,7 @@ CLAIMS = (
           "{verified} of {handoffs} handoffs verified ({per_kind}): {mismatches} mismatches of pointer context, "
           "global address, stream context or values (first: {first}); final array and global as expected in "
           "{final_ok} of {kinds} relays",
-          lambda f: f["verified"] == f["handoffs"] and f["mismatches"] == 0 and f["kinds_lost"] == 0),
+          lambda f: f["kinds_lost"] == 0),  # every handoff verified and the final values right, in every relay
     Claim("migrate.pointer-belongs-to-context",
           "CU_POINTER_ATTRIBUTE_CONTEXT names the context in which an allocation was made.", POINTER_ATTR,
           "promise", HANDOFF + CONCURRENT, _facts_pointer_context,

@@ -106,8 +106,9 @@ def _facts_module_load(obs: Observations) -> dict:
 
 
 def _expect_module_load(f: Facts) -> bool:
-    # Every witness that saw the module saw it at cuModuleLoadData, in both modes, and at least one saw it.
-    return all(seen and set(seen) == {"cuModuleLoadData"} for seen in f["seen"].values())
+    # Every witness that saw the module saw it at cuModuleLoadData, in both modes, and at least one saw it (an
+    # empty set is not {"cuModuleLoadData"}).
+    return all(set(seen) == {"cuModuleLoadData"} for seen in f["seen"].values())
 
 
 def library_facts(mode: str) -> Callable[[Observations], dict]:

@@ -60,9 +60,8 @@ def _facts_enable(obs: Observations) -> dict:
 
 def _facts_follows(obs: Observations) -> dict:
     found = some([o for o in obs if o.scenario in HANDOFF], "peer after handoff")
-    # The threads are the recorder's: the thread each observation was made on.
-    enabled_on: dict[str | None, str] = {o.scenario: o.thread for o in obs
-                                         if o.scenario in HANDOFF and o.what == "peer enabled"}
+    # The threads are the recorder's: the thread each observation was made on (looked up for found's scenarios only).
+    enabled_on: dict[str | None, str] = {o.scenario: o.thread for o in obs if o.what == "peer enabled"}
     return {"kinds": len(found),
             "detail": "; ".join(f"{_kind(o)}: enabled on {enabled_on.get(o.scenario, 'no thread recorded')}, used "
                                 f"on {o.thread} (current: {'A' if o.value['current_is_a'] else 'not A'}): kernel "

@@ -210,7 +210,8 @@ def _destroyed_handle(obs: Observations, o: Observation) -> Any:
 def facts_destroy_elsewhere(obs: Observations) -> dict:
     """Thread B's current context and its calls after thread A destroyed the context, in every run."""
     found = some(obs, "destroyed while current elsewhere", "created")
-    still = sum(1 for o in found if o.value["current_after"] and o.value["current_after"] == _destroyed_handle(obs, o))
+    # the destroyed handle is cuCtxCreate's (never 0): current_after equal to it names that context
+    still = sum(1 for o in found if o.value["current_after"] == _destroyed_handle(obs, o))
     values = [o.value for o in found]
     return {"repeats": len(found), "runs": _runs(obs, "created", len(found)), "still": still,
             "destroy": spread(v["destroy"] for v in values),
