@@ -141,3 +141,15 @@ def drop(what: str, scenario: str | None = None) -> Edit:
         return [o for o in observations if not _matches(o, what, scenario, None)]
 
     return apply
+
+
+def both(*edits: Edit) -> Edit:
+    """Several edits as one case (applied in order): outcomes that break a claim only together, or two
+    repeats that each break it differently."""
+
+    def apply(observations: list[Observation]) -> list[Observation]:
+        for e in edits:
+            observations = e(observations)
+        return observations
+
+    return apply

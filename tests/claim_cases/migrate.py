@@ -1,6 +1,6 @@
 """Cases for migrate's claims (see tests/claim_cases/__init__.py)."""
 
-from tests.claim_cases import Case, edit
+from tests.claim_cases import Case, both, edit
 
 F = "migrate.json"
 GREEN = "migrate-green.json"  # migrate --context both on the H200: the green scenarios
@@ -18,6 +18,9 @@ CASES: dict[str, Case] = {
     "migrate.current-on-several-threads": Case(F, breaks=[
         edit("current on two threads", "concurrent-primary", both_current=False),
         edit("current on two threads", "concurrent-created", both_worked=False),
+        # both at once, one per kind: the counts agree (1 and 1) but each falls short of the two kinds
+        both(edit("current on two threads", "concurrent-primary", both_current=False),
+             edit("current on two threads", "concurrent-created", both_worked=False)),
     ]),
     "migrate.runtime-binds-primary": Case(F, breaks=[
         edit("runtime call without context", "unbound-created", bound_primary=False, allocation_in_primary=False,
@@ -50,5 +53,8 @@ CASES: dict[str, Case] = {
     "migrate.green-memory-shared-with-primary": Case(GREEN, breaks=[
         edit("green allocation", "green-memory", primary_reads_green=SILENT),
         edit("green allocation", "green-memory", green_reads_primary="CUDA_ERROR_ILLEGAL_ADDRESS"),
+        # refused alike both ways: the two reads agree, and neither is right
+        edit("green allocation", "green-memory", primary_reads_green="CUDA_ERROR_ILLEGAL_ADDRESS",
+             green_reads_primary="CUDA_ERROR_ILLEGAL_ADDRESS"),
     ]),
 }

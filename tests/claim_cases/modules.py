@@ -1,6 +1,6 @@
 """Cases for modules's claims (see tests/claim_cases/__init__.py)."""
 
-from tests.claim_cases import Case, Edit, change, edit
+from tests.claim_cases import Case, Edit, both, change, edit
 
 F = "modules.json"
 LOADED = {"module_loaded_events": 1, "memory_grew_mib": 258.0}  # what a witness recorded when the module arrived
@@ -10,17 +10,6 @@ NOTHING = {"module_loaded_events": 0, "memory_grew_mib": 0.0}
 def at(step: str):
     """Match the load witness of one step."""
     return lambda v: v["step"] == step
-
-
-def both(*edits: Edit) -> Edit:
-    """Several edits as one breaking case."""
-
-    def apply(observations):
-        for e in edits:
-            observations = e(observations)
-        return observations
-
-    return apply
 
 
 def moved(scenario: str, from_step: str, to_step: str) -> Edit:

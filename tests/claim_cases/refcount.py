@@ -7,7 +7,7 @@ so a case holds only if every repeat is read.
 
 from __future__ import annotations
 
-from tests.claim_cases import Case, edit, repeat_with
+from tests.claim_cases import Case, both, edit, in_repeat, repeat_with
 
 F = "refcount.json"
 GREEN = F  # the H200 run recorded the green scenarios too
@@ -31,6 +31,11 @@ CASES: dict[str, Case] = {
         repeat_with("state", "runtime-1", active=True),  # never inactive, whatever the count
         repeat_with("state", "runtime-1", active=False),  # gone while a reference was left
         repeat_with("extra releases accepted", "runtime-1", refused=None),
+        # two repeats broken two ways: in one it stayed active at zero, in the other it was gone while a
+        # reference was left (the counts of alive and inactive agree, 2 and 2, short of the 3 repeats)
+        both(in_repeat(0, edit("state", "runtime-1", active=True)),
+             in_repeat(0, edit("extra releases accepted", "runtime-1", after_last__active=True)),
+             in_repeat(1, edit("state", "runtime-1", active=False))),
     ]),
     "refcount.device-reset-destroys": Case(F, breaks=[
         repeat_with("after cudaDeviceReset", "device-reset", old_pointer_ok=True, old_pointer_status="CUDA_SUCCESS"),
@@ -54,6 +59,12 @@ CASES: dict[str, Case] = {
         repeat_with("cuCtxDestroy after runtime use", "created", destroy="CUDA_ERROR_INVALID_CONTEXT",
                     alive_after=True),
         repeat_with("cuCtxDestroy after runtime use", "created", allocation_in_created=False),
+        # the runtime released it itself: the lab's cuCtxDestroy found it destroyed already (gone, but not by it)
+        repeat_with("cuCtxDestroy after runtime use", "created", destroy="CUDA_ERROR_CONTEXT_IS_DESTROYED"),
+        # two repeats broken two ways: the context outlived its destroy in one, CuPy allocated elsewhere in the other
+        both(in_repeat(0, edit("cuCtxDestroy after runtime use", "created", alive_after=True,
+                               id_after="CUDA_SUCCESS")),
+             in_repeat(1, edit("cuCtxDestroy after runtime use", "created", allocation_in_created=False))),
     ]),
     "refcount.destroy-while-current-elsewhere": Case(F, breaks=[
         repeat_with("destroyed while current elsewhere", "created", current_after=0),
@@ -61,6 +72,13 @@ CASES: dict[str, Case] = {
         repeat_with("destroyed while current elsewhere", "created", alloc="CUDA_ERROR_INVALID_CONTEXT"),
         # Recorded with the destroyed handle: B had another context current afterwards.
         repeat_with("destroyed while current elsewhere", "created", handle=0x1234),
+        # still current there, but B's calls refused with another error than the one promised
+        repeat_with("destroyed while current elsewhere", "created", synchronize="CUDA_ERROR_INVALID_CONTEXT",
+                    alloc="CUDA_ERROR_INVALID_CONTEXT"),
+        # two repeats broken two ways: B had no context left in one, B's calls succeeded in the other
+        both(in_repeat(0, edit("destroyed while current elsewhere", "created", current_after=0)),
+             in_repeat(1, edit("destroyed while current elsewhere", "created", synchronize="CUDA_SUCCESS",
+                               alloc="CUDA_SUCCESS"))),
     ]),
     # Holds: a runtime of CUDA 12.4 ran, and the header of that exact version declares cudaThreadExit.
     "refcount.thread-exit": Case(F, keep=[
