@@ -8,6 +8,7 @@ scenarios it runs for given options, and its step tables. ``ctxlab.run``,
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -151,6 +152,26 @@ def validate(f: dataclasses.Field, value: Any) -> None:
             return
         problem = f"{value} is not in the range {low:g} to {high:g}"
     raise OptionError(f"{f.name}: {problem}", cli=f"{flag}: {problem}")
+
+
+def scenarios_in(module: str) -> Callable[[Any], list[Scenario]]:
+    """A lab's scenario builder, ``module``'s ``scenarios(options)``, imported when first called: a lab package
+    that names its scenarios this way loads none of their modules for ``--help`` or ``ctxlab claims``."""
+    def build(options: Any) -> list[Scenario]:
+        return importlib.import_module(module).scenarios(options)
+    build.__qualname__ = f"scenarios_in({module!r})"
+    return build
+
+
+def exports(package: str, names: Mapping[str, str]) -> Callable[[str], Any]:
+    """A lab package's module ``__getattr__``: each name in ``names`` from its module (``{name: module}``, the
+    module below ``package``), imported on first use, so that importing the package imports only its claims
+    and options."""
+    def __getattr__(name: str) -> Any:
+        if name in names:
+            return getattr(importlib.import_module(f"{package}.{names[name]}"), name)
+        raise AttributeError(name)
+    return __getattr__
 
 
 @dataclass(frozen=True)

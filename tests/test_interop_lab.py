@@ -20,6 +20,7 @@ def test_libraries_start_in_fresh_interpreters_and_undefined_behaviour_is_repeat
 
 def test_a_missing_library_skips_its_claims_with_the_reason(monkeypatch):
     from ctxlab.claim import judge
+    from ctxlab.labs.interop.exchange import exchange  # the module's name is the function's: not re-exported
 
     def require(lib):
         if lib == "jax":
@@ -27,7 +28,7 @@ def test_a_missing_library_skips_its_claims_with_the_reason(monkeypatch):
 
     monkeypatch.setattr(libs, "require", require)  # decided before any CUDA call: no GPU needed
     observations = [*interop.alone(0, "jax")["observations"], *interop.refs(0, "jax")["observations"],
-                    *interop.exchange(0, "cupy", "jax", "dlpack")["observations"]]
+                    *exchange(0, "cupy", "jax", "dlpack")["observations"]]
     ran = ["alone-jax", "refs-jax", "exchange-cupy-jax"]
     results = {c.id: c for c in judge(interop.CLAIMS, observations, ran)}
     for cid in ("interop.jax.context", "interop.jax.fresh-thread", "interop.jax.references",

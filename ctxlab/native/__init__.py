@@ -16,16 +16,27 @@ import subprocess
 import tempfile
 import threading
 
-import numpy as np
-
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cupti_shim.c")
 ABI_VERSION = 5
 
-# One record per call or resource event; mirrors record_t in cupti_shim.c.
-RECORD_DTYPE = np.dtype([("start", "<u8"), ("end", "<u8"), ("context", "<u8"), ("a", "<u8"), ("b", "<u8"),
-                         ("c", "<u8"), ("tid", "<u4"), ("cbid", "<u4"), ("correlation", "<u4"),
-                         ("context_uid", "<u4"), ("status", "<i4"), ("stack", "<u4"), ("blob", "<u4"),
-                         ("blob_len", "<u4"), ("domain", "<u2"), ("flags", "<u2"), ("depth", "<u4")])
+# One record per call or resource event; mirrors record_t in cupti_shim.c. numpy's dtype of it is made when
+# first asked for (``RECORD_DTYPE``): importing numpy costs a lab's --help about 90 ms, and --help needs no record.
+RECORD_FIELDS = [("start", "<u8"), ("end", "<u8"), ("context", "<u8"), ("a", "<u8"), ("b", "<u8"), ("c", "<u8"),
+                 ("tid", "<u4"), ("cbid", "<u4"), ("correlation", "<u4"), ("context_uid", "<u4"), ("status", "<i4"),
+                 ("stack", "<u4"), ("blob", "<u4"), ("blob_len", "<u4"), ("domain", "<u2"), ("flags", "<u2"),
+                 ("depth", "<u4")]
+
+
+def __getattr__(name: str):
+    if name == "RECORD_DTYPE":
+        import numpy
+
+        dtype = numpy.dtype(RECORD_FIELDS)
+        globals()["RECORD_DTYPE"] = dtype
+        return dtype
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 DOMAIN_DRIVER, DOMAIN_RUNTIME, DOMAIN_RESOURCE = 1, 2, 3
 NESTED_IN_RUNTIME, NO_EXIT, BLOB_DROPPED = 1, 2, 4
 WANT_STACK, WANT_LAUNCH, WANT_ALLOC, WANT_MODULE, WANT_CALLERS = 1, 2, 4, 8, 16
@@ -104,7 +115,7 @@ def load() -> ctypes.CDLL:
         if _lib is None:
             lib = ctypes.CDLL(build())
             _declare(lib)
-            if lib.ctxlab_abi() != ABI_VERSION or lib.ctxlab_record_size() != RECORD_DTYPE.itemsize:
+            if lib.ctxlab_abi() != ABI_VERSION or lib.ctxlab_record_size() != __getattr__("RECORD_DTYPE").itemsize:
                 raise NativeUnavailable("ctxlab's CUPTI callback does not match this ctxlab (clear its cache "
                                         f"folder {cache_dir()})")
             _lib = lib
@@ -161,19 +172,22 @@ def counts(lib: ctypes.CDLL) -> dict[str, int]:
     return dict(zip(COUNT_NAMES, (int(v) for v in out), strict=True))
 
 
-def take_records(lib: ctypes.CDLL) -> np.ndarray:
-    """Every record written so far, moved out of the C side."""
+def take_records(lib: ctypes.CDLL):
+    """Every record written so far, moved out of the C side (a numpy array of ``RECORD_DTYPE``)."""
+    import numpy
+
+    dtype = __getattr__("RECORD_DTYPE")
     chunks = []
     while True:
         n = lib.ctxlab_pending_records()
         if not n:
             break
-        block = np.zeros(n, dtype=RECORD_DTYPE)
+        block = numpy.zeros(n, dtype=dtype)
         got = lib.ctxlab_take_records(block.ctypes.data, n)
         chunks.append(block[:got])
         if got < n:
             break
-    return np.concatenate(chunks) if chunks else np.zeros(0, dtype=RECORD_DTYPE)
+    return numpy.concatenate(chunks) if chunks else numpy.zeros(0, dtype=dtype)
 
 
 def stack_frames(lib: ctypes.CDLL, stack_id: int) -> tuple[int, list[tuple[int, int]], int]:

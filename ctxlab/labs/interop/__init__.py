@@ -42,17 +42,18 @@ subject of the experiment.
 
 from __future__ import annotations
 
-from ctxlab.lab import Lab, LabOptions
-from ctxlab.labs.interop import claims, scenarios
+from ctxlab.lab import Lab, LabOptions, exports, scenarios_in
+from ctxlab.labs.interop import claims
 from ctxlab.labs.interop.blast_claims import TEARDOWNS
 from ctxlab.labs.interop.claims import CLAIMS, NAME, PAIRS
-from ctxlab.labs.interop.exchange import exchange
-from ctxlab.labs.interop.libs import Missing
 from ctxlab.labs.interop.names import LIBRARIES
-from ctxlab.labs.interop.scenarios import alone, refs
 
-__all__ = ["CLAIMS", "LAB", "LIBRARIES", "NAME", "PAIRS", "TEARDOWNS", "Missing", "alone", "exchange", "refs"]
+__all__ = ["CLAIMS", "LAB", "LIBRARIES", "NAME", "PAIRS", "TEARDOWNS", "Missing", "alone", "refs"]
 
 LAB = Lab(NAME, "Do CuPy, PyTorch, JAX, Numba and cuda.core share one context, who holds it, can they exchange "
           "arrays safely, what do they do under another context, what does one teardown do to the others, and what "
-          "survives fork?", LabOptions, claims.CLAIMS, scenarios.scenarios)
+          "survives fork?", LabOptions, claims.CLAIMS, scenarios_in(f"{__name__}.scenarios"))
+
+# The scenario functions, loaded when first used (they import ctxlab's tracer and CUDA helpers).
+__getattr__ = exports(__name__, {"Missing": "libs", "alone": "scenarios", "refs":
+                       "scenarios"})

@@ -10,12 +10,14 @@ directly: those calls are the subject of the experiment.
 
 from __future__ import annotations
 
-from ctxlab.lab import Lab, LabOptions
-from ctxlab.labs.lifecycle import claims, scenarios
+from ctxlab.lab import Lab, LabOptions, exports, scenarios_in
+from ctxlab.labs.lifecycle import claims
 from ctxlab.labs.lifecycle.claims import CLAIMS, NAME, VIEWS
-from ctxlab.labs.lifecycle.scenarios import first_context, green_runtime
 
 __all__ = ["CLAIMS", "LAB", "NAME", "VIEWS", "first_context", "green_runtime"]
 
 LAB = Lab(NAME, "When, and by which calls, does the runtime create its context, and how do I get its handle?",
-          LabOptions, claims.CLAIMS, scenarios.scenarios, views=VIEWS)
+          LabOptions, claims.CLAIMS, scenarios_in(f"{__name__}.scenarios"), views=VIEWS)
+
+# The scenario functions, loaded when first used (they import ctxlab's tracer and CUDA helpers).
+__getattr__ = exports(__name__, {"first_context": "scenarios", "green_runtime": "scenarios"})

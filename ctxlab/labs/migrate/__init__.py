@@ -15,16 +15,19 @@ context owns memory allocated under it, and CuPy under it.
 
 from __future__ import annotations
 
-from ctxlab.lab import Lab
-from ctxlab.labs.migrate import claims, scenarios
+from ctxlab.lab import Lab, exports, scenarios_in
+from ctxlab.labs.migrate import claims
 from ctxlab.labs.migrate.claims import ARRAY_LEN, CLAIMS, GREEN, NAME
-from ctxlab.labs.migrate.green import concurrent_green, green_cupy, green_memory, green_sm
 from ctxlab.labs.migrate.options import MigrateOptions
-from ctxlab.labs.migrate.relay import Relay, handoff
-from ctxlab.labs.migrate.scenarios import cupy_kernel_reverse
 
 __all__ = ["ARRAY_LEN", "CLAIMS", "GREEN", "LAB", "NAME", "MigrateOptions", "Relay", "concurrent_green",
            "cupy_kernel_reverse", "green_cupy", "green_memory", "green_sm", "handoff"]
 
 LAB = Lab(NAME, "If a context belongs to a host thread, how do other threads reach it, and do pointers, "
-                "__device__ globals and streams follow it?", MigrateOptions, claims.CLAIMS, scenarios.scenarios)
+                "__device__ globals and streams follow it?", MigrateOptions, claims.CLAIMS,
+          scenarios_in(f"{__name__}.scenarios"))
+
+# The scenario functions, loaded when first used (they import ctxlab's tracer and CUDA helpers).
+__getattr__ = exports(__name__, {"cupy_kernel_reverse": "scenarios", "concurrent_green": "green",
+                                 "green_cupy": "green", "green_memory": "green", "green_sm": "green",
+                                 "Relay": "relay", "handoff": "relay"})

@@ -10,12 +10,15 @@ the scenarios call cuda.bindings' module and library functions directly.
 """
 
 
-from ctxlab.lab import Lab, LabOptions
-from ctxlab.labs.modules import claims, scenarios
+from ctxlab.lab import Lab, LabOptions, exports, scenarios_in
+from ctxlab.labs.modules import claims
 from ctxlab.labs.modules.claims import CLAIMS, NAME, VIEWS
-from ctxlab.labs.modules.scenarios import library, module_loading, nvcc, two_contexts
 
 __all__ = ["CLAIMS", "LAB", "NAME", "library", "module_loading", "nvcc", "two_contexts"]
 
 LAB = Lab(NAME, "How and when are modules loaded into a context, from nvcc's stub to lazy loading?", LabOptions,
-          claims.CLAIMS, scenarios.scenarios, views=VIEWS)
+          claims.CLAIMS, scenarios_in(f"{__name__}.scenarios"), views=VIEWS)
+
+# The scenario functions, loaded when first used (they import ctxlab's tracer and CUDA helpers).
+__getattr__ = exports(__name__, {"library": "scenarios", "module_loading": "scenarios", "nvcc": "scenarios",
+                       "two_contexts": "scenarios"})

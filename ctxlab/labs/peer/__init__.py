@@ -20,12 +20,14 @@ the subject of the experiment.
 
 from __future__ import annotations
 
-from ctxlab.lab import Lab, LabOptions
-from ctxlab.labs.peer import claims, scenarios
+from ctxlab.lab import Lab, LabOptions, exports, scenarios_in
+from ctxlab.labs.peer import claims
 from ctxlab.labs.peer.claims import CLAIMS, HANDOFF, NAME, RESET, THREADS, WITHOUT_ACCESS
-from ctxlab.labs.peer.scenarios import can_access, pair_or_reason
 
 __all__ = ["CLAIMS", "HANDOFF", "LAB", "NAME", "RESET", "THREADS", "WITHOUT_ACCESS", "can_access", "pair_or_reason"]
 
 LAB = Lab(NAME, "On two GPUs, does peer access belong to the context and follow it to another thread, and what is "
-                "each thread's current device?", LabOptions, claims.CLAIMS, scenarios.scenarios)
+                "each thread's current device?", LabOptions, claims.CLAIMS, scenarios_in(f"{__name__}.scenarios"))
+
+# The scenario functions, loaded when first used (they import ctxlab's tracer and CUDA helpers).
+__getattr__ = exports(__name__, {"can_access": "scenarios", "pair_or_reason": "scenarios"})

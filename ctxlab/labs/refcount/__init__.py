@@ -13,11 +13,11 @@ runtime directly where the call is the subject of the experiment.
 
 from __future__ import annotations
 
-from ctxlab.lab import Lab, LabOptions
-from ctxlab.labs.refcount import claims, scenarios
+from ctxlab.lab import Lab, LabOptions, scenarios_in
+from ctxlab.labs.refcount import claims
 from ctxlab.labs.refcount.claims import CLAIMS, NAME, VIEWS
 
 __all__ = ["CLAIMS", "LAB", "NAME", "VIEWS"]
 
 LAB = Lab(NAME, "What keeps a context alive, and what do release and reset destroy?", LabOptions, claims.CLAIMS,
-          scenarios.scenarios, views=VIEWS)
+          scenarios_in(f"{__name__}.scenarios"), views=VIEWS)
