@@ -41,8 +41,9 @@ def blob(args: list[bytes], index_from: int = 0) -> bytes:
     return b"".join(struct.pack("<II", i, len(a)) + a for i, a in enumerate(args, index_from))
 
 
-def launch(calls, context, args: list[bytes], function=0xF00, name="cuLaunchKernel"):
-    calls.add(name, context, args={"function": function, "stream": 0}, arguments=blob(args), stack=STACK)
+def launch(calls, context, args: list[bytes], function=0xF00, name="cuLaunchKernel", status="CUDA_SUCCESS"):
+    calls.add(name, context, status=status, args={"function": function, "stream": 0}, arguments=blob(args),
+              stack=STACK)
 
 
 def carray(pointer: int, n: int) -> bytes:
@@ -80,6 +81,17 @@ def test_the_owners_own_launch_is_quiet_and_every_launch_is_counted(setup):
     calls.add("cuLaunchKernel", PRIMARY, args={"function": 0xF00})  # arguments not kept (seen before)
     assert noted(hooks, calls) == []
     assert hooks.stats["launches_inspected"] == 1 and hooks.stats["launch_callbacks"] == 2
+
+
+@pytest.mark.parametrize("context, status", [(0, "CUDA_ERROR_INVALID_CONTEXT"), (CREATED, "CUDA_ERROR_INVALID_HANDLE")])
+def test_a_launch_that_failed_ran_no_kernel_and_is_quiet(setup, context, status):
+    # a thread with no context launching a kernel cached elsewhere (the no-context hazard): nothing was read
+    hooks, calls = setup
+    allocate(calls, BASE_A, 16384, PRIMARY)
+    launch(calls, context, [carray(BASE_A, 8)], status=status)
+    assert noted(hooks, calls) == []
+    launch(calls, CREATED, [carray(BASE_A, 8)])  # the same launch run: noted
+    assert [e["name"] for e in noted(hooks, calls)] == [FOREIGN_POINTER]
 
 
 def test_a_launch_before_the_allocation_it_names_is_quiet(setup):

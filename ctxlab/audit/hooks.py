@@ -125,7 +125,8 @@ class AuditHooks:
                 steps.append((e.get("end", e["start"]), 2, e))
             elif name == GREEN and ok and args.get("ctx"):
                 steps.append((e.get("end", e["start"]), 3, e))
-            elif name in LAUNCHES:
+            elif name in LAUNCHES and ok and e.get("context"):
+                # a launch that failed (no context current, a bad handle) ran no kernel: nothing was read
                 steps.append((e["start"], 4, e))
         out: list[dict] = []
         with self._lock:

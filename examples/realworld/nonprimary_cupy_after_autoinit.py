@@ -9,8 +9,11 @@ process (the decoder, PyTorch, Numba) do not see.
 Report: https://github.com/dmlc/decord/issues/245 -- with `import pycuda.autoinit` in the program the GPU
 video reader fails with "CUDA error 400: invalid resource handle"; without it, it works.
 
-Expected finding: non-primary-current on thread MainThread, at the line marked HAZARD in main() (CuPy's
-first allocation and kernel while the created context is current).
+Expected findings: non-primary-current on thread MainThread, at the first line marked HAZARD in main()
+(CuPy's first allocation while the created context is current); and pointer-from-another-context there and
+at the next line: CuPy's runtime then calls cudaSetDevice, which makes the primary context current, so its
+kernels run in the primary context on memory the created context owns (seen on an H200: the allocation in
+the created context, the launches in the primary one).
 
     ctxlab audit -- examples/realworld/nonprimary_cupy_after_autoinit.py
 """
@@ -28,7 +31,7 @@ from _rw import check, device  # noqa: E402
 def main() -> int:
     ctx = check(driver.cuCtxCreate(None, 0, device(0)), "cuCtxCreate")  # what pycuda.autoinit does
     frames = cupy.arange(4 * 64 * 64 * 3, dtype=cupy.uint8).reshape(4, 64, 64, 3)  # HAZARD: non-primary-current
-    normalised = (frames.astype(cupy.float32) / 255.0 - 0.5) / 0.25
+    normalised = (frames.astype(cupy.float32) / 255.0 - 0.5) / 0.25  # HAZARD: pointer-from-another-context
     print(f"pre-processed {normalised.shape} frames under the created context: mean {float(normalised.mean()):.4f}")
     del frames, normalised
     cupy.get_default_memory_pool().free_all_blocks()
