@@ -9,11 +9,8 @@ process (the decoder, PyTorch, Numba) do not see.
 Report: https://github.com/dmlc/decord/issues/245 -- with `import pycuda.autoinit` in the program the GPU
 video reader fails with "CUDA error 400: invalid resource handle"; without it, it works.
 
-Expected findings: non-primary-current on thread MainThread, at the first line marked HAZARD in main()
-(CuPy's first allocation while the created context is current); and pointer-from-another-context there and
-at the next line: CuPy's runtime then calls cudaSetDevice, which makes the primary context current, so its
-kernels run in the primary context on memory the created context owns (seen on an H200: the allocation in
-the created context, the launches in the primary one).
+Expected: non-primary-current and pointer-from-another-context on MainThread at main()'s first HAZARD line, the
+latter again at the next (CuPy's cudaSetDevice made the primary current: its kernels read the created's memory).
 
     ctxlab audit -- examples/realworld/nonprimary_cupy_after_autoinit.py
 """
