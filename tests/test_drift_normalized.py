@@ -104,11 +104,14 @@ def test_another_error_name_is_drift():
 def test_another_outcome_class_is_drift():
     cid = "interop.exchange.unordered"
     text = observed(cid)
-    # the race won in one of the two hand-overs of one direction: a correct value appears
+    # the race won in one of the two hand-overs of one direction: a correct value appears beside the wrong ones.
+    # That is the race's timing, as the split is: two H200 runs of the same exchange code read "correct in 2 of
+    # 4, silent-wrong-result in 2 of 4" and "silent-wrong-result (all 4)" (torch -> Numba, tests/test_drift_
+    # undefined.py), so it is not drift; the race vanishing (every read correct) is
     one_correct = text.replace("silent-wrong-result (got 67108864, expected 1073741824) in 1 of 2", "correct in 1 of 2",
                                1)
     assert one_correct != text
-    assert drifted({cid: one_correct}) == {(cid, "observed outcome")}
+    assert drifted({cid: one_correct}) == set()
     # every read correct: no wrong value without an error any more
     all_correct = re.sub(r"silent-wrong-result \(got \d+, expected \d+\) in 1 of 2, silent-wrong-result "
                          r"\(got \d+, expected \d+\) in 1 of 2", "correct (all 2)", text).replace(
@@ -132,10 +135,13 @@ def test_a_null_handle_and_context_ids_are_compared():
 def test_distributions_compare_classes_and_the_number_of_repeats():
     swr = "silent-wrong-result (got {}, expected 1073741824)"
     two_wrong = f"{swr.format(184549376)} in 1 of 2, {swr.format(67108864)} in 1 of 2"
-    assert normalize(two_wrong) == "silent-wrong-result (all 2)" == normalize(f"{swr.format(5)} (all 2)")
+    assert normalize(two_wrong) == "silent-wrong-result in # of 2" == normalize(f"{swr.format(5)} (all 2)")
     split = f"correct in 1 of 3, {swr.format(1)} in 2 of 3"
     assert normalize(split) == normalize(f"{swr.format(1)} in 1 of 3, correct in 2 of 3")  # the race's split
-    assert normalize(split) != normalize(f"{swr.format(1)} (all 3)")  # a class vanished
+    # beside wrong values, a correct read is the race's too (H200: same code, both forms); the race gone is not
+    assert normalize(split) == normalize(f"{swr.format(1)} (all 3)")
+    assert normalize(split) != normalize("correct (all 3)")
+    assert normalize(split) != normalize(f"CUDA_ERROR_X in 1 of 3, {swr.format(1)} in 2 of 3")  # an error class
     assert normalize(split) != normalize(f"correct in 1 of 4, {swr.format(1)} in 3 of 4")  # another repeat count
     # without wrong values the counts are compared; the order of equal counts (first seen) is not
     assert normalize("main in 2 of 4, worker in 2 of 4") == normalize("worker in 2 of 4, main in 2 of 4")

@@ -14,9 +14,11 @@ of an outcome's class must still read differently. ``normalize`` therefore blank
 - distributions over repeats (``claim.spread``: "A in 2 of 3, B in 1 of 3"): items that became the same
   class are merged and the items sorted (equal counts print in the order first seen, which races decide);
   where a distribution holds silent wrong results, how the repeats split between the classes reads ``#``
-  ("correct in # of 2, silent-wrong-result in # of 2"): in undefined-behaviour territory such as an
-  unordered hand-over the split is the race's, not the code's. The classes seen, and the count of repeats,
-  are compared; a distribution of one class reads as ``spread`` prints one: ``silent-wrong-result (all 2)``.
+  and a correct read beside them is dropped ("silent-wrong-result in # of 2", as "silent-wrong-result (all
+  2)" reads too): in undefined-behaviour territory such as an unordered hand-over the split, and whether
+  the race was won once, are the race's, not the code's (two H200 runs of the same code read both forms).
+  The race vanishing (every read correct), an error appearing and the count of repeats are compared; a
+  distribution of one other class reads as ``spread`` prints one: ``CUDA_ERROR_X (all 2)``.
 """
 
 from __future__ import annotations
@@ -54,7 +56,13 @@ def _spread(match: re.Match) -> str:
     if len(counts) == 1 and sum(counts.values()) == int(total):
         return f"{lead}{next(iter(counts))} (all {total})"
     racy = SILENT_WRONG in counts
+    if racy:  # beside silent wrong results, a correct read is the race's timing too (as the split is)
+        counts.pop("correct", None)
     return lead + ", ".join(f"{what} in {'#' if racy else n} of {total}" for what, n in sorted(counts.items()))
+
+
+# A race whose every read was wrong, as claim.spread prints it: read as the racy distributions above read.
+_ALL_WRONG = re.compile(re.escape(SILENT_WRONG) + r" \(all (\d+)\)")
 
 
 def normalize(evidence: str) -> str:
@@ -62,7 +70,7 @@ def normalize(evidence: str) -> str:
     results blanked, distributions in one order (the module docstring says what and why)."""
     for pattern, replacement in _VOLATILE:
         evidence = pattern.sub(replacement, evidence)
-    return _SPREAD.sub(_spread, evidence)
+    return _ALL_WRONG.sub(SILENT_WRONG + r" in # of \1", _SPREAD.sub(_spread, evidence))
 
 
 # An error's text in a distribution item: from its name (CUDA_ERROR_X, cudaErrorX, SomethingError) up to the
