@@ -88,6 +88,8 @@ OTHER_KINDS = {
         lambda d: {"environment", "timeout_seconds", "rows", "hung", "failed"} <= d.keys(),
     "benchmark figures: a PyTorch serving program bare, traced, audited (benchmarks/serving_overhead.py)":
         lambda d: {"environment", "workers", "requests", "summary", "rows"} <= d.keys(),
+    "two check runs compared claim by claim (benchmarks/isolation_compare.py)":
+        lambda d: set(d) == {"first", "second", "claims", "differ"} and isinstance(d["differ"], list),
     "the audit's score on examples/realworld beside compute-sanitizer (tests/gpu/test_realworld.py)":
         lambda d: {"environment", "programs", "hazards", "hazards_found", "clean", "clean_quiet"} <= d.keys(),
 }
