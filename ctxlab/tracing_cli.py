@@ -6,8 +6,7 @@ import json
 import sys
 
 from ctxlab.program import shown_path, trace_program
-
-TRACE_FORMATS = ("table", "json", "perfetto")
+from ctxlab.records.schema import TRACE_SCHEMA
 
 
 def render(events: list[dict], fmt: str, program: str, only: str = "context", calls_mode: str = "context",
@@ -16,7 +15,7 @@ def render(events: list[dict], fmt: str, program: str, only: str = "context", ca
     from ctxlab.trace import calls, only_context, render_tree
 
     if fmt == "json":
-        return json.dumps({"schema": "ctxlab-trace/2", "program": program, "calls": calls_mode,
+        return json.dumps({"schema": TRACE_SCHEMA, "program": program, "calls": calls_mode,
                            "stats": stats or {}, "events": events}, indent=1) + "\n"
     if fmt == "perfetto":
         from ctxlab.report.perfetto import to_perfetto

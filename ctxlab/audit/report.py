@@ -14,11 +14,12 @@ from urllib.parse import quote
 from ctxlab import __version__
 from ctxlab.audit.engine import Finding
 from ctxlab.audit.rules import RULES, Rule
+from ctxlab.records.schema import AUDIT_SCHEMA
 from ctxlab.report.escape import one_line, terminal, xml
 from ctxlab.report.screen import Screen, text_width, wrap
 
 AUDIT_FORMATS = ("table", "json", "junit", "sarif")
-SCHEMA = "ctxlab-audit/1"
+SCHEMA = AUDIT_SCHEMA
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 

@@ -5,6 +5,8 @@ wrong result."""
 from __future__ import annotations
 
 SCHEMA = "ctxlab/1"
+TRACE_SCHEMA = "ctxlab-trace/2"  # ctxlab trace --format json (/1: the events of the Python-callback tracer)
+AUDIT_SCHEMA = "ctxlab-audit/1"  # ctxlab audit --format json
 
 VERDICTS = ("holds", "fails", "changed", "observed", "skipped", "error")
 FAILING = frozenset({"fails", "error"})  # verdicts that make a run fail (exit status 1)
