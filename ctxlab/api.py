@@ -136,15 +136,14 @@ def trace(code: str | None = None, module: str | None = None, argv: Sequence[str
     ``module`` (as ``-m``) or a script ``argv[0]`` with its arguments. Returns its exit status, the recorded
     events (``ctxlab.trace.calls`` nests them) and the tracer's counts. Raises ``TraceUnavailable`` where
     tracing cannot start and ``FileNotFoundError`` for a missing script."""
-    from ctxlab.program import trace_program
+    from ctxlab.program import trace_events
 
-    status, tracer, stats = trace_program(code, module, list(argv), calls_mode=calls)
-    return status, tracer.events, stats
+    return trace_events(code, module, argv, calls=calls)
 
 
 def audit(code: str | None = None, module: str | None = None, argv: Sequence[str] = ()) -> Any:
     """Run a Python program in this process under the tracer and judge it, as ``ctxlab audit`` does: an
     ``AuditResult`` (findings, the program's exit status, counts)."""
-    from ctxlab.audit.run import audit_program
+    from ctxlab.audit.run import audit_code
 
-    return audit_program(code=code, module=module, argv=list(argv))
+    return audit_code(code, module, argv)

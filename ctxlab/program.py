@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Sequence
 
 from ctxlab.tracer import Tracer
 
@@ -78,6 +79,17 @@ def run_program(code, module, argv, on_exception=None, keep: list | None = None)
             finally:
                 os._exit(status)
     return status
+
+
+def trace_events(code: str | None = None, module: str | None = None, argv: Sequence[str] = (), *,
+                 calls: str = "context") -> tuple[int, list[dict], dict]:
+    """Run a Python program in this process under the tracer, as ``ctxlab trace`` does: ``code`` (as ``-c``),
+    ``module`` (as ``-m``) or a script ``argv[0]`` with its arguments. Returns its exit status, the recorded
+    events (``ctxlab.trace.calls`` nests them) and the tracer's counts. Raises ``TraceUnavailable`` where
+    tracing cannot start and ``FileNotFoundError`` for a missing script. ``ctxlab.trace(...)`` and
+    ``ctxlab.api.trace`` are this function."""
+    status, tracer, stats = trace_program(code, module, list(argv), calls_mode=calls)
+    return status, tracer.events, stats
 
 
 def trace_program(code, module, argv, calls_mode: str = "context", on_exception=None, on_start=None,

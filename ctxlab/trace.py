@@ -10,6 +10,7 @@ The functions here are pure, so recorded traces can be checked on CPU.
 from __future__ import annotations
 
 from ctxlab.calling import make_callable
+from ctxlab.program import trace_events
 from ctxlab.tracer import (
     CALL_DOMAINS,
     CALL_SELECTIONS,
@@ -191,11 +192,4 @@ def current_spans(events: list[dict]) -> list[dict]:
     return sorted(spans, key=lambda s: s["start"])
 
 
-def _trace_api(*args, **kwargs):
-    """Run a program under the tracer: see ``ctxlab.api.trace``."""
-    from ctxlab import api
-
-    return api.trace(*args, **kwargs)
-
-
-make_callable(__name__, _trace_api)  # ctxlab.trace(argv=[...]) as the API's function
+make_callable(__name__, trace_events)  # ctxlab.trace(argv=[...]) runs a program under the tracer

@@ -1,5 +1,6 @@
-"""The tree's shape (issue 24, "House 2.0"): no import circle among ctxlab's modules, and no module over
-500 lines, except the explicit lists below of what is still to be split or untangled.
+"""The tree's shape (issue 24, "House 2.0"): no import circle among ctxlab's modules, no import that climbs
+back up a layer (LAYERS), and no module over 500 lines, except the explicit lists below of what is still to
+be split or untangled.
 
 Both lists may only shrink: a test fails when an entry no longer needs to be there, so that the fix is
 recorded as the new rule. Never add to them; split the module or break the circle instead.
@@ -23,6 +24,48 @@ TOO_LONG: set[str] = set()
 # Import circles still there today, each as the exact set of its modules. This list may only shrink. (Empty since
 # the interop lab's helpers moved into ctxlab/labs/interop/libs.py, issue 24.)
 KNOWN_CIRCLES: set[frozenset[str]] = set()
+
+
+# The layers, bottom first (../README's part list): a module may import its own layer's modules and those of
+# the layers below, never one above. A module is in the layer of the longest prefix naming it (``ctxlab``
+# itself names only the package's ``__init__``); ``ctxlab.cli`` names every ``ctxlab.cli_*`` module too.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("records", ("ctxlab.version", "ctxlab.errors", "ctxlab.defaults", "ctxlab.records", "ctxlab.schema")),
+    ("CUDA helpers and claims", ("ctxlab.cuda", "ctxlab.claim", "ctxlab.native", "ctxlab.stacks", "ctxlab.trace_fields",
+                                 "ctxlab.calling", "ctxlab.stub", "ctxlab.envrecord")),
+    ("tracer", ("ctxlab.tracer_stacks", "ctxlab.tracer", "ctxlab.trace", "ctxlab.program")),
+    ("reports", ("ctxlab.report",)),
+    ("audit", ("ctxlab.audit",)),
+    ("lab model and harness", ("ctxlab.lab", "ctxlab.harness")),
+    ("labs", ("ctxlab.labs",)),
+    ("API", ("ctxlab.suite", "ctxlab.api", "ctxlab.record", "ctxlab.loading", "ctxlab.shapes", "ctxlab.output",
+             "ctxlab.fleet_status")),
+    ("CLI", ("ctxlab.cli", "ctxlab.tracing_cli", "ctxlab.__main__", "ctxlab")),
+]
+
+
+def layer_of(module: str, layers: list[tuple[str, tuple[str, ...]]] = LAYERS) -> int | None:
+    """The index in ``layers`` of the layer ``module`` is in (None: none names it)."""
+    best: tuple[int, int] | None = None
+    for index, (_name, prefixes) in enumerate(layers):
+        for prefix in prefixes:
+            if module == prefix or (prefix != "ctxlab" and module.startswith(prefix + ".")) or (
+                    prefix == "ctxlab.cli" and module.startswith("ctxlab.cli_")):
+                if best is None or len(prefix) > best[1]:
+                    best = (index, len(prefix))
+    return best[0] if best else None
+
+
+def climbs(graph: dict[str, set[str]], layers: list[tuple[str, tuple[str, ...]]] = LAYERS) -> list[str]:
+    """Every import of a module in a higher layer, and every module no layer names."""
+    out = [f"{m} is in no layer" for m in sorted(graph) if layer_of(m, layers) is None]
+    for module, targets in sorted(graph.items()):
+        here = layer_of(module, layers)
+        for target in sorted(targets):
+            there = layer_of(target, layers)
+            if here is not None and there is not None and there > here:
+                out.append(f"{module} ({layers[here][0]}) imports {target} ({layers[there][0]})")
+    return out
 
 
 def modules_of(package: Path) -> dict[str, Path]:
@@ -128,6 +171,24 @@ def test_no_import_circle_among_ctxlabs_modules():
 def test_the_known_circles_only_shrink():
     ended = sorted(" <-> ".join(sorted(c)) for c in KNOWN_CIRCLES - set(circles(import_graph(PACKAGE))))
     assert not ended, f"these circles are gone or changed: update KNOWN_CIRCLES (it may only shrink): {ended}"
+
+
+def test_no_import_climbs_back_up_a_layer():
+    assert climbs(import_graph(PACKAGE)) == []
+
+
+def test_a_planted_climb_and_an_unlayered_module_are_found(tmp_path):
+    package = tmp_path / "ctxlab"
+    (package / "records").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "records" / "__init__.py").write_text("")
+    (package / "records" / "model.py").write_text("from ctxlab.api import check\n")  # the bottom reaching up
+    (package / "api.py").write_text("from ctxlab.records import model\n")
+    (package / "extra.py").write_text("")
+    found = climbs(import_graph(package))
+    assert "ctxlab.records.model (records) imports ctxlab.api (API)" in found
+    assert "ctxlab.extra is in no layer" in found
+    assert not any(line.startswith("ctxlab.api ") for line in found)  # down is allowed
 
 
 def test_no_module_over_500_lines():

@@ -15,18 +15,11 @@ from __future__ import annotations
 
 from ctxlab.audit.engine import Finding, Location
 from ctxlab.audit.rules import RULES, RULES_BY_ID, Rule, judge
-from ctxlab.audit.run import EXIT_HAZARD, AuditResult, audit_program
+from ctxlab.audit.run import EXIT_HAZARD, AuditResult, audit_code, audit_program
 from ctxlab.calling import make_callable
 
 __all__ = ["AuditResult", "EXIT_HAZARD", "Finding", "Location", "RULES", "RULES_BY_ID", "Rule", "audit_program",
            "judge"]
 
 
-def _audit_api(*args, **kwargs):
-    """Audit a program: see ``ctxlab.api.audit``."""
-    from ctxlab import api
-
-    return api.audit(*args, **kwargs)
-
-
-make_callable(__name__, _audit_api)  # ctxlab.audit(argv=[...]) as the API's function
+make_callable(__name__, audit_code)  # ctxlab.audit(argv=[...]) audits a program

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ctxlab.audit.engine import Finding
@@ -139,3 +140,10 @@ def audit_program(code: str | None = None, module: str | None = None, argv: list
              "launch_records": launches}
     return AuditResult(program=program, exit_status=status, findings=findings, stats=stats, forks=forks,
                        exceptions=exceptions)
+
+
+def audit_code(code: str | None = None, module: str | None = None, argv: Sequence[str] = ()) -> AuditResult:
+    """Run a Python program in this process under the tracer and judge it, as ``ctxlab audit`` does: ``code``
+    (as ``-c``), ``module`` (as ``-m``) or a script ``argv[0]`` with its arguments. ``ctxlab.audit(...)`` and
+    ``ctxlab.api.audit`` are this function."""
+    return audit_program(code=code, module=module, argv=list(argv))
