@@ -3,7 +3,7 @@
 Importing ctxlab never imports CUDA: everything that touches the driver lives
 in ``ctxlab.cuda`` and the labs' scenarios, and is imported lazily. The Python
 API: ``ctxlab.run``, ``ctxlab.check``, ``ctxlab.load``, ``ctxlab.claims``, ``ctxlab.trace``,
-``ctxlab.audit`` (see ``ctxlab.api``).
+``ctxlab.audit``, ``ctxlab.doctor``, ``ctxlab.merge`` (see ``ctxlab.api``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import typing as _typing
 
 from ctxlab.version import __version__
 
-__all__ = ["run", "check", "load", "claims", "labs", "trace", "audit", "__version__"]
+__all__ = ["run", "check", "load", "claims", "labs", "trace", "audit", "doctor", "merge", "__version__"]
 
 
 def __dir__() -> list[str]:

@@ -147,3 +147,21 @@ def audit(code: str | None = None, module: str | None = None, argv: Sequence[str
     from ctxlab.audit.run import audit_code
 
     return audit_code(code, module, argv)
+
+
+def doctor() -> dict:
+    """What ``ctxlab doctor`` shows: the driver, runtimes, GPUs and libraries ctxlab would use, and what is
+    ``missing`` (a list of one-line problems; empty when ctxlab can run). Creates no context."""
+    from ctxlab.cuda.environment import doctor as found
+
+    return found()
+
+
+def merge(paths: Sequence[str | os.PathLike], max_bytes: int = DEFAULT_MAX_BYTES, *,
+          limit_hint: str = "max_bytes raises it") -> list[tuple[str, list[LabResult]]]:
+    """The results of several runners, as ``ctxlab report merge`` reads them: (path, its runs) for each file in
+    order, each file checked and bounded (``ResultFileError`` naming the first that is refused). The matrix
+    renderers of ``ctxlab.report.merge`` take this list."""
+    from ctxlab.report.fleet_load import load_for_merge
+
+    return load_for_merge([os.fspath(p) for p in paths], max_bytes, limit_hint=limit_hint)

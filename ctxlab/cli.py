@@ -79,14 +79,14 @@ def doctor(fmt: str, output: str | None, json_path: str | None) -> None:
     Creates no context: the primary contexts' state is reported as found.
     Exits 2 (after printing) when something ctxlab needs is missing.
     """
-    from ctxlab.cuda.environment import doctor as find
+    import ctxlab.api
     from ctxlab.output import STDOUT, check_outputs, write_outputs
     from ctxlab.report.doctor import render_doctor
 
     target = output or STDOUT
     outputs = [(fmt, target), *([("json", json_path)] if json_path else [])]
     check_outputs([path for _, path in outputs])
-    report = find()
+    report = ctxlab.api.doctor()
     text = {"json": json.dumps(report, indent=2) + "\n",
             "table": render_doctor(report, screen_of(target), __version__)}
     write_outputs([(path, text[kind]) for kind, path in outputs])

@@ -47,8 +47,8 @@ def merge(files, fmt, output, markdown_path, html_path, max_size):
     untrusted. Exit status 1 when any cell fails or errs or a runner could not
     run; all outputs are written, or none.
     """
+    import ctxlab.api
     from ctxlab.output import check_outputs, write_outputs
-    from ctxlab.report.fleet_load import load_for_merge
     from ctxlab.report.merge import failing, render_html, render_markdown
     from ctxlab.report.merge_table import render_table
 
@@ -58,7 +58,7 @@ def merge(files, fmt, output, markdown_path, html_path, max_size):
         on_terminal = target == "-" and sys.stdout is not None and sys.stdout.isatty()
         reports.insert(0, (fmt or ("table" if on_terminal else "markdown"), target))
     check_outputs([path for _, path in reports])
-    loaded = load_for_merge(files, max_size, limit_hint="--max-size raises it")
+    loaded = ctxlab.api.merge(files, max_size, limit_hint="--max-size raises it")
     render = {"markdown": render_markdown, "html": render_html}
     write_outputs([(path, render_table(loaded, screen_of(path)) if kind == "table" else render[kind](loaded))
                    for kind, path in reports])
