@@ -26,8 +26,9 @@ from ctxlab.tracer import (
 )
 
 __all__ = ["CALL_DOMAINS", "CALL_SELECTIONS", "CALLBACK_PREFIXES", "CONTEXT_PREFIXES", "RESOURCE_EVENTS", "Tracer",
-           "TraceUnavailable", "api_name", "by_thread", "callback_names", "calls", "current_spans", "label",
-           "only_context", "render_tree", "require_cupti", "start_for_child", "summarize", "touches_context"]
+           "TraceUnavailable", "api_name", "by_thread", "call_name", "callback_names", "calls", "current_spans",
+           "label", "only_context", "render_tree", "require_cupti", "start_for_child", "summarize",
+           "touches_context"]
 
 
 # ---------------------------------------------------------------- pure functions on events
@@ -128,13 +129,23 @@ def by_thread(tree: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
+SUCCESS = ("CUDA_SUCCESS", "cudaSuccess")
+
+
+def call_name(call: dict, bracketed: tuple[str, ...] = ("resource",)) -> str:
+    """A call's name as the trace and the audit print it: an event of a ``bracketed`` domain (not a call: a
+    resource event, an audit note) in brackets, then a failing status."""
+    text = call.get("name", "?")
+    if call.get("domain") in bracketed:
+        text = f"[{text}]"
+    if call.get("status") and call["status"] not in SUCCESS:
+        text += f" -> {call['status']}"
+    return text
+
+
 def label(call: dict) -> str:
     """A call on one line: its name (resource events in brackets), a failing status, and its context."""
-    text = call["name"]
-    if call["domain"] == "resource":
-        text = f"[{text}]"
-    if call.get("status") and call["status"] not in ("CUDA_SUCCESS", "cudaSuccess"):
-        text += f" -> {call['status']}"
+    text = call_name(call)
     if call.get("context"):
         text += f"  ctx {call['context']:#x}"
     return text

@@ -22,6 +22,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxlab.trace import call_name
+
 OK_STATUSES = frozenset({None, "CUDA_SUCCESS", "cudaSuccess"})
 # Statuses that report a state rather than a failure.
 BENIGN_STATUSES = frozenset({"CUDA_ERROR_NOT_READY", "cudaErrorNotReady", "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
@@ -46,12 +48,7 @@ def end_of(event: dict) -> int:
 
 def call_text(event: dict) -> str:
     """A call as a report names it: function, status when not success, context handle, thread."""
-    text = event.get("name", "?")
-    if event.get("domain") in NOT_CALLS:
-        text = f"[{text}]"
-    status = event.get("status")
-    if status not in OK_STATUSES:
-        text += f" -> {status}"
+    text = call_name(event, bracketed=NOT_CALLS)
     if event.get("context"):
         text += f" (ctx {event['context']:#x})"
     return f"{text} on {event.get('thread', '?')}"
