@@ -20,7 +20,7 @@ from typing import Any
 
 from ctxlab.claim import Claim
 from ctxlab.defaults import DEFAULT_MAX_BYTES
-from ctxlab.lab import Lab
+from ctxlab.lab import Lab, LabOptions
 from ctxlab.records.model import LabResult
 
 
@@ -41,7 +41,7 @@ def run(name: str, progress: Callable[[str], None] | None = None,
     ``on_progress(done, total)`` the handoffs of a long relay.
     """
     from ctxlab.cuda.environment import require_device
-    from ctxlab.harness.runner import run_lab
+    from ctxlab.harness.pool import run_lab
     from ctxlab.labs import get_lab
 
     lab = get_lab(name)
@@ -69,15 +69,16 @@ def check(names: Sequence[str] | None = None, devices: Sequence[int] = (0,), *, 
 
     chosen = checked_selection(names, devices, timeout=timeout, jobs=jobs, repeats=repeats, registry=registry,
                                isolation=isolation)
-    return run_check(chosen, list(devices), timeout=timeout, jobs=jobs, repeats=repeats,
-                     progress=progress, registry=registry, baseline=list(baseline) if baseline else None,
-                     schedule=schedule, isolation=isolation)
+    return run_check(list(chosen), list(devices), jobs=jobs, progress=progress, registry=registry,
+                     baseline=list(baseline) if baseline else None, schedule=schedule, options=chosen)
 
 
 def checked_selection(names: Sequence[str] | None, devices: Sequence[int], *, timeout: float | None = None,
                       jobs: int | None = None, repeats: int | None = None,
-                      registry: dict[str, str] | None = None, isolation: str = "batched") -> list[str]:
-    """The labs ``check`` runs, every argument validated first, as ``run`` validates its options: a name
+                      registry: dict[str, str] | None = None,
+                      isolation: str = "batched") -> dict[str, dict[int, LabOptions]]:
+    """The labs ``check`` runs, each with its options per device (made, so validated, once), every argument
+    validated first, as ``run`` validates its options: a name
     that is not a lab (``UnknownLab``), an empty or string selection, no device, a bad timeout, jobs or
     repeats (``OptionError``), no GPU or a device that does not exist (``NoGpu``, ``BadDevice``)."""
     from ctxlab.cuda.environment import require_device
@@ -96,14 +97,14 @@ def checked_selection(names: Sequence[str] | None, devices: Sequence[int], *, ti
         raise OptionError(f"jobs: {jobs!r} is not a whole number of at least 1",
                           cli=f"--jobs: {jobs!r} is not a whole number of at least 1")
     labs = [get_lab(name, registry) for name in chosen]  # UnknownLab for a name that is not a lab
-    for lab in labs:
-        for device in devices:
-            lab.make_options(device=device, scenario_timeout=timeout, isolation=isolation,
-                             **({"repeats": repeats} if repeats is not None else {}))
+    options = {name: {
+        device: lab.make_options(device=device, scenario_timeout=timeout, isolation=isolation,
+                                 **({"repeats": repeats} if repeats is not None else {})) for device in devices}
+               for name, lab in zip(chosen, labs, strict=True)}
     if any(lab.needs_gpu for lab in labs):
         for device in devices:
             require_device(device)
-    return chosen
+    return options
 
 
 def load(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES) -> list[LabResult]:

@@ -2,7 +2,7 @@
 
 A lab is a name, a question, a frozen options dataclass, its claims, the
 scenarios it runs for given options, and its step tables. ``ctxlab.run``,
-``ctxlab check`` and the CLI all run a lab through ``harness.runner.run_lab``.
+``ctxlab check`` and the CLI all run a lab through ``harness.pool`` (``run_plans``, ``run_lab``).
 """
 
 from __future__ import annotations

@@ -13,11 +13,11 @@ from __future__ import annotations
 import datetime
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ctxlab.harness.pool import Scheduled, critical_path, run_plans
 from ctxlab.harness.runner import plan
-from ctxlab.lab import DEFAULT_REPEATS
+from ctxlab.lab import DEFAULT_REPEATS, LabOptions
 from ctxlab.labs import LABS, get_lab
 from ctxlab.records.evidence import normalize, normalize_undefined
 from ctxlab.records.model import LabResult
@@ -56,12 +56,14 @@ def progress_line(run: LabResult) -> str:
 def run_check(names: list[str] | None, devices: list[int], timeout: float | None = None, jobs: int | None = None,
               repeats: int | None = None, progress: Callable[[LabResult], None] | None = None,
               registry: dict[str, str] | None = None, baseline: list[LabResult] | None = None,
-              schedule: list[Scheduled] | None = None, isolation: str = "batched") -> list[LabResult]:
+              schedule: list[Scheduled] | None = None, isolation: str = "batched",
+              options: Mapping[str, Mapping[int, LabOptions]] | None = None) -> list[LabResult]:
     """Every lab in ``names`` (default: all) on every GPU in ``devices``, in that order.
 
     Every scenario of every lab runs in one pool of ``jobs`` child processes at a time (default: the
     cores, at most 8); a ``baseline`` run's timings order them longest first. A lab whose own code breaks becomes a
-    result holding that error. ``schedule`` receives when each job ran (``check --profile``).
+    result holding that error. ``schedule`` receives when each job ran (``check --profile``). ``options``
+    (lab name -> device -> options, as ``ctxlab.api.check`` validated them) are used as given.
     """
     registry = registry or LABS
     plans, broken = [], {}
@@ -70,8 +72,9 @@ def run_check(names: list[str] | None, devices: list[int], timeout: float | None
             t = time.perf_counter()
             try:
                 lab = get_lab(name, registry)
-                plans.append(plan(lab, lab.make_options(device=device, scenario_timeout=timeout,
-                                                        repeats=repeats or DEFAULT_REPEATS, isolation=isolation)))
+                chosen = options[name][device] if options else lab.make_options(
+                    device=device, scenario_timeout=timeout, repeats=repeats or DEFAULT_REPEATS, isolation=isolation)
+                plans.append(plan(lab, chosen))
             except Exception as exc:  # the lab's own code broke: its error, the others go on
                 broken[(name, device)] = _error_result(name, device, exc, time.perf_counter() - t)
                 if progress:

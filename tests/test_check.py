@@ -214,3 +214,19 @@ def test_the_check_api_without_a_gpu_raises_no_gpu_instead_of_returning_errors()
 
     with pytest.raises(NoGpu):
         ctxlab.api.check(["refcount"])
+
+
+def test_check_makes_each_labs_options_once_and_runs_with_them(monkeypatch):
+    import ctxlab.api
+    from ctxlab.lab import Lab
+
+    made = []
+    real = Lab.make_options
+
+    def counted(self, **values):
+        made.append((self.name, values["device"]))
+        return real(self, **values)
+
+    monkeypatch.setattr(Lab, "make_options", counted)
+    (run,) = ctxlab.api.check(["ok"], [0], registry=REGISTRY, repeats=2)
+    assert made == [("ok", 0)] and run.options["repeats"] == 2 and not run.failed

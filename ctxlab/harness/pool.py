@@ -19,7 +19,20 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from ctxlab.harness.gpu_lock import default_children
-from ctxlab.harness.runner import Job, JobResult, LabPlan, Unit, assemble, environment_of, execute_unit, units
+from ctxlab.harness.runner import (
+    Job,
+    JobResult,
+    LabPlan,
+    Progress,
+    ScenarioProgress,
+    Unit,
+    assemble,
+    environment_of,
+    execute_unit,
+    plan,
+    units,
+)
+from ctxlab.lab import Lab, LabOptions
 from ctxlab.records.model import LabResult
 
 
@@ -86,13 +99,30 @@ def order(plans: list[LabPlan], durations: dict[tuple[str, str], float] | None =
     return sorted(slots, key=lambda s: (not s.job.gpu_alone, -estimate(s, durations), -len(s.unit.indices)))
 
 
+def run_lab(lab: Lab, options: LabOptions, progress: Progress | None = None,
+            on_progress: ScenarioProgress | None = None) -> LabResult:
+    """Run every scenario of ``lab`` for ``options`` and judge its claims: a check of one plan."""
+    return run_planned(plan(lab, options), progress, on_progress)
+
+
+def run_planned(planned: LabPlan, progress: Progress | None = None,
+                on_progress: ScenarioProgress | None = None) -> LabResult:
+    """Run a planned lab (all of ``plan``'s jobs, or a part of them) and judge its claims."""
+    (result,) = run_plans([planned], width=planned.options.jobs, say=progress, on_progress=on_progress)
+    return result
+
+
 def run_plans(plans: list[LabPlan], width: int | None = None, durations: dict[tuple[str, str], float] | None = None,
               on_result: Callable[[LabResult], None] | None = None,
-              schedule: list[Scheduled] | None = None) -> list[LabResult]:
-    """Run every job of every plan in one pool; one LabResult per plan, in the plans' order.
+              schedule: list[Scheduled] | None = None, say: Progress | None = None,
+              on_progress: ScenarioProgress | None = None) -> list[LabResult]:
+    """Run every job of every plan in one pool; one LabResult per plan, in the plans' order: the one run path
+    of ``ctxlab check``, ``ctxlab.run`` and the lab commands.
 
-    ``schedule``, when given, receives one entry per job as it ends.
+    ``schedule``, when given, receives one entry per job as it ends; ``say`` a line per scenario as it ends;
+    ``on_progress(done, total)`` what a scenario that reports progress (migrate's relay) says.
     """
+    tell = say or (lambda message: None)
     t0 = time.perf_counter()
     devices = sorted({p.options.device for p in plans})
     width = max(1, width or default_children())
@@ -114,7 +144,7 @@ def run_plans(plans: list[LabPlan], width: int | None = None, durations: dict[tu
         futures: list = []
 
         def run(slot: Slot, submitted: float) -> None:
-            ran, more = execute_unit(slot.plan, slot.unit, lambda message: None)
+            ran, more = execute_unit(slot.plan, slot.unit, tell, on_progress)
             shared = len(slot.unit.indices) > 1
             with lock:
                 for unit in more:  # a shared child stopped early: the rest run alone, beside the others

@@ -3,8 +3,9 @@
 Used by ``ctxlab.run``, ``ctxlab check`` and every lab command, in three parts:
 ``plan`` (the child processes a lab needs), ``execute`` (one child, under the
 GPU lock and a slot, timed), ``assemble`` (observations, errors and verdicts).
-``run_lab`` does all three for one lab; ``ctxlab check`` plans every lab and
-runs all their jobs in one pool (``suite.py``).
+``harness.pool`` runs the jobs of every planned lab in one pool: ``run_plans``
+for ``ctxlab check``, ``run_lab`` (a check of one plan) for ``ctxlab.run`` and
+the lab commands.
 
 A scenario in undefined-behaviour territory runs ``options.repeats`` times, each
 in a fresh process; its observations carry the repeat index, and one repeat
@@ -18,12 +19,11 @@ import dataclasses
 import datetime
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ctxlab.claim import judge
 from ctxlab.harness.batch import Item, run_batch
-from ctxlab.harness.gpu_lock import GPU, SLOTS, default_children
+from ctxlab.harness.gpu_lock import GPU, SLOTS
 from ctxlab.harness.isolate import ChildUsage, IsolatedFailure, run_isolated
 from ctxlab.lab import Isolation, Lab, LabOptions, Scenario
 from ctxlab.records.model import LabResult, Observation
@@ -125,31 +125,6 @@ def environment_of(device: int) -> dict:
         return run_isolated("ctxlab.cuda.environment:capture", device, timeout=60)
     except IsolatedFailure as failure:  # the lab still runs; its record says why the environment is unknown
         return {"device": device, "unknown": f"{failure.kind}: {failure.message}"}
-
-
-def run_lab(lab: Lab, options: LabOptions, progress: Progress | None = None,
-            on_progress: ScenarioProgress | None = None) -> LabResult:
-    """Run every scenario of ``lab`` for ``options`` and judge its claims over what they observed."""
-    return run_planned(plan(lab, options), progress, on_progress)
-
-
-def run_planned(planned: LabPlan, progress: Progress | None = None,
-                on_progress: ScenarioProgress | None = None) -> LabResult:
-    """Run a planned lab (all of ``plan``'s jobs, or a part of them) and judge its claims."""
-    say = progress or (lambda message: None)
-    options = planned.options
-    environment = environment_of(options.device)
-    width = max(1, min(options.jobs or default_children(), len(planned.jobs) or 1))
-    results: list[JobResult | None] = [None] * len(planned.jobs)
-    todo = units(planned)
-    with ThreadPoolExecutor(max_workers=width) as pool:
-        while todo:  # a round of units, then the re-runs of any shared child that stopped early
-            rounds = list(pool.map(lambda unit: execute_unit(planned, unit, say, on_progress), todo))
-            todo = [unit for _, more in rounds for unit in more]
-            for done, _ in rounds:
-                for index, result in done:
-                    results[index] = result
-    return assemble(planned, environment, [r for r in results if r is not None])
 
 
 def _timeout(sc: Scenario, options: LabOptions) -> float:

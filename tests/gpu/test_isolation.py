@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from ctxlab.harness.runner import LabPlan, plan, run_planned
+from ctxlab.harness.pool import run_planned
+from ctxlab.harness.runner import LabPlan, plan
 from ctxlab.lab import Isolation
 from ctxlab.labs import get_lab
 from ctxlab.records.evidence import normalize
