@@ -97,9 +97,9 @@ def write(rows: list[dict], table_path: str | None, path: str) -> None:
                                                   for r in table["programs"] if r["kind"] == "clean"
                                                   and "sanitizer" in r)
         out["table"] = table
-    from ctxlab.record import atomic_write
+    from ctxlab.output import write_output
 
-    atomic_write(path, json.dumps(out, indent=1) + "\n")
+    write_output(str(path), json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

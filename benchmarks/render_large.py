@@ -119,8 +119,8 @@ def main() -> int:
     parser.add_argument("--runs", type=runs_count, default=3, help="runs of each command (default 3)")
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
-    from ctxlab.loading import load_runs
-    from ctxlab.record import ResultFileError
+    from ctxlab.records.files import load_runs
+    from ctxlab.records.model import ResultFileError
 
     try:
         load_runs(args.source)  # a result ctxlab reads, refused in its one line otherwise

@@ -84,9 +84,9 @@ def main() -> None:
                     summary[mode]["serving_seconds"] / max(summary["bare"]["serving_seconds"], 1e-9), 3)
     print(json.dumps(summary))
     if args.json:
-        from ctxlab.record import atomic_write
+        from ctxlab.output import write_output
 
-        atomic_write(args.json, json.dumps({"environment": capture(0), "workers": args.workers,
+        write_output(str(args.json), json.dumps({"environment": capture(0), "workers": args.workers,
                                             "requests": args.requests, "summary": summary, "rows": rows},
                                            indent=1) + "\n")
     ok = all(not r["hung"] and r.get("status") == 0 for r in rows)

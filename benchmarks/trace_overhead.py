@@ -106,9 +106,9 @@ def main() -> None:
           f"{args.launches} launches); collecting the records afterwards: "
           f"{report['collect_us_per_launch']:.2f} us/launch")
     if args.json:
-        from ctxlab.record import atomic_write
+        from ctxlab.output import write_output
 
-        atomic_write(args.json, json.dumps(report, indent=2) + "\n")
+        write_output(str(args.json), json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -117,9 +117,9 @@ def main() -> None:
     failed = [r for r in rows if not r["hung"] and r["status"] != 0]
     print(f"{len(rows)} runs: {len(hung)} hung, {len(failed)} failed")
     if args.json:
-        from ctxlab.record import atomic_write
+        from ctxlab.output import write_output
 
-        atomic_write(args.json, json.dumps({"environment": capture(0), "timeout_seconds": args.timeout,
+        write_output(str(args.json), json.dumps({"environment": capture(0), "timeout_seconds": args.timeout,
                                             "rows": rows, "hung": len(hung), "failed": len(failed)},
                                            indent=1) + "\n")
     raise SystemExit(1 if hung or failed else 0)

@@ -267,6 +267,7 @@ def check(devices, only, timeout, jobs, repeats, isolation, fmt, output, steps, 
     you, and each run records the driver variables it was given.
     """
     import ctxlab.api
+    from ctxlab.labs import UnknownLab
     from ctxlab.output import check_outputs, write_outputs
     from ctxlab.records.files import load_runs
     from ctxlab.report.escape import one_line
@@ -275,7 +276,7 @@ def check(devices, only, timeout, jobs, repeats, isolation, fmt, output, steps, 
 
     try:
         names = select_labs(only)
-    except ValueError as exc:
+    except UnknownLab as exc:
         raise click.BadParameter(str(exc), param_hint="--only") from None
     if fail_on_drift and not baseline:
         raise click.UsageError("--fail-on-drift needs --baseline")

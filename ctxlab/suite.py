@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from ctxlab.harness.pool import Scheduled, critical_path, run_plans
 from ctxlab.harness.runner import plan
 from ctxlab.lab import DEFAULT_REPEATS, LabOptions
-from ctxlab.labs import LABS, get_lab
+from ctxlab.labs import LABS, UnknownLab, get_lab
 from ctxlab.records.evidence import normalize, normalize_undefined
 from ctxlab.records.model import LabResult
 
@@ -33,14 +33,15 @@ def _error_result(name: str, device: int, exc: BaseException, seconds: float) ->
 
 
 def select_labs(only: str | None, registry: dict[str, str] | None = None) -> list[str] | None:
-    """``--only a,b`` as lab names (None: every lab); ValueError naming the unknown ones and the choices."""
+    """``--only a,b`` as lab names (None: every lab); ``UnknownLab`` (as ``get_lab`` raises for the same mistake)
+    naming the unknown ones and the choices."""
     registry = registry or LABS
     if only is None:
         return None
     names = [n.strip() for n in only.split(",") if n.strip()]
     unknown = [n for n in names if n not in registry]
     if unknown or not names:
-        raise ValueError(f"unknown lab(s) {', '.join(unknown) or repr(only)}: choose from {', '.join(registry)}")
+        raise UnknownLab(f"unknown lab(s) {', '.join(unknown) or repr(only)}: choose from {', '.join(registry)}")
     return names
 
 

@@ -30,7 +30,7 @@ def render(events: list[dict], fmt: str, program: str, only: str = "context", ca
 def run_traced(code, module, argv, only, thread, fmt, output, echo, calls_mode: str = "context",
                err=None) -> int:
     """Run ``code``, ``module`` or the script in ``argv`` under the tracer, write the trace; return its exit status."""
-    from ctxlab.record import atomic_write
+    from ctxlab.output import write_output
 
     program = code or module or shown_path(argv[0])
     status, tracer, stats = trace_program(code, module, argv, calls_mode=calls_mode)
@@ -40,7 +40,7 @@ def run_traced(code, module, argv, only, thread, fmt, output, echo, calls_mode: 
     text = render(events, fmt, program, only=only, calls_mode=calls_mode, stats=stats)
     sys.stdout.flush()
     if output and output != "-":
-        atomic_write(output, text)
+        write_output(str(output), text)
     else:
         echo(text, nl=False)
     if err is not None:
