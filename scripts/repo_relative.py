@@ -34,7 +34,8 @@ def rewrites(out: str | None, extra: list[tuple[str, str]]) -> list[tuple[str, s
 
 def relative(text: str, pairs: list[tuple[str, str]]) -> str:
     """``text`` with every path of ``pairs`` rewritten, with any ``../`` that climbed to it; below the
-    repository (replacement ".") a path loses the prefix: ``ROOT/ctxlab/cli.py`` reads ``ctxlab/cli.py``."""
+    repository (replacement ".") a path loses the prefix: ``ROOT/ctxlab/cli/__init__.py`` reads
+    ``ctxlab/cli/__init__.py``."""
     for path, new in pairs:
         climbed = r"(?:(?:\.\./)+" + re.escape(path[1:]) + "|" + re.escape(path) + ")"  # ../../opt/x is /opt/x
         if new == ".":

@@ -122,7 +122,7 @@ def test_traceback_stack_is_innermost_user_frame_first():
 
 
 @pytest.mark.parametrize("name,user", [("<string>", True), ("<frozen runpy>", False), ("cupy/_core/core.pyx", False),
-                                       (os.path.join(ROOT, "ctxlab", "cli.py"), False),
+                                       (os.path.join(ROOT, "ctxlab", "cli", "__init__.py"), False),
                                        (os.path.join(ROOT, "examples", "first_context.py"), True),
                                        ("/no/such/file.py", False)])
 def test_is_user_file(name, user):

@@ -159,8 +159,8 @@ def test_11_merge_refuses_standard_output_twice():
 def test_11_without_a_gpu_audit_and_trace_give_the_no_gpu_line(monkeypatch, command):
     """On a machine with CUPTI and no GPU they said "CUPTI could not subscribe"; every other command says no GPU."""
     import ctxlab.audit.run
+    import ctxlab.cli.tracing
     import ctxlab.cuda.environment
-    import ctxlab.tracing_cli
     from ctxlab.cuda.environment import NoGpu
     from ctxlab.trace import TraceUnavailable
 
@@ -171,7 +171,7 @@ def test_11_without_a_gpu_audit_and_trace_give_the_no_gpu_line(monkeypatch, comm
         raise NoGpu("cuInit: CUDA_ERROR_NO_DEVICE")
 
     monkeypatch.setattr(ctxlab.audit.run, "audit_program", subscribe)
-    monkeypatch.setattr(ctxlab.tracing_cli, "run_traced", subscribe)
+    monkeypatch.setattr(ctxlab.cli.tracing, "run_traced", subscribe)
     monkeypatch.setattr(ctxlab.cuda.environment, "device_count", no_gpu)
     result = invoke(*command)
     assert_one_line_exit_2(result)

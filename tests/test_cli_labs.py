@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from ctxlab.cli import cli
-from ctxlab.cli_labs import LAB_HELP, LabCommand, field_kind
-from ctxlab.cli_options import device_option, repeats_option
-from ctxlab.cli_report import HandoffProgress
+from ctxlab.cli.labs import LAB_HELP, LabCommand, field_kind
+from ctxlab.cli.options import device_option, repeats_option
+from ctxlab.cli.report import HandoffProgress
 from ctxlab.lab import Lab, LabOptions, bounded, described, flag_of
 from ctxlab.labs import LABS, get_lab
 from tests.hostile import assert_usage_error, invoke

@@ -56,7 +56,7 @@ def traced(monkeypatch):
         seen.update(kwargs)
         return 0
 
-    monkeypatch.setattr("ctxlab.tracing_cli.run_traced", run_traced)
+    monkeypatch.setattr("ctxlab.cli.tracing.run_traced", run_traced)
     return seen
 
 

@@ -16,12 +16,12 @@ def run(*args):
 def test_paths_below_the_repository_become_relative_and_the_rest_placeholders(tmp_path):
     log = tmp_path / "pytest.log"
     other = f"{tmp_path}/other-machine/site-packages"  # a folder of another machine, named with --map
-    log.write_text(f"rootdir: {ROOT}\nE   {ROOT}/ctxlab/cli.py:708\n../..{other}/numba/a.py:3\n"
+    log.write_text(f"rootdir: {ROOT}\nE   {ROOT}/ctxlab/cli/__init__.py:708\n../..{other}/numba/a.py:3\n"
                    f"generated xml file: {tmp_path}/out/pytest.xml\n{ROOT}ly/not/the/repo\n")
     done = run("--out", str(tmp_path / "out"), "--map", f"{other}=<site-packages>", str(log))
     assert done.returncode == 0, done.stderr
     lines = log.read_text().splitlines()
-    assert lines[:4] == ["rootdir: .", "E   ctxlab/cli.py:708", "<site-packages>/numba/a.py:3",
+    assert lines[:4] == ["rootdir: .", "E   ctxlab/cli/__init__.py:708", "<site-packages>/numba/a.py:3",
                          "generated xml file: <out>/pytest.xml"]
     # A path that only begins like the repository's is not in it; it may still lie in the temporary folder
     # (a checkout there), which is rewritten as such.

@@ -28,7 +28,7 @@ KNOWN_CIRCLES: set[frozenset[str]] = set()
 
 # The layers, bottom first (../README's part list): a module may import its own layer's modules and those of
 # the layers below, never one above. A module is in the layer of the longest prefix naming it (``ctxlab``
-# itself names only the package's ``__init__``); ``ctxlab.cli`` names every ``ctxlab.cli_*`` module too.
+# itself names only the package's ``__init__``).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("records", ("ctxlab.version", "ctxlab.errors", "ctxlab.defaults", "ctxlab.records", "ctxlab.schema")),
     ("CUDA helpers and claims", ("ctxlab.cuda", "ctxlab.claim", "ctxlab.native", "ctxlab.stacks", "ctxlab.trace_fields",
@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("labs", ("ctxlab.labs",)),
     ("API", ("ctxlab.suite", "ctxlab.api", "ctxlab.record", "ctxlab.loading", "ctxlab.shapes", "ctxlab.output",
              "ctxlab.fleet_status")),
-    ("CLI", ("ctxlab.cli", "ctxlab.tracing_cli", "ctxlab.__main__", "ctxlab")),
+    ("CLI", ("ctxlab.cli", "ctxlab.__main__", "ctxlab")),
 ]
 
 
@@ -49,8 +49,7 @@ def layer_of(module: str, layers: list[tuple[str, tuple[str, ...]]] = LAYERS) ->
     best: tuple[int, int] | None = None
     for index, (_name, prefixes) in enumerate(layers):
         for prefix in prefixes:
-            if module == prefix or (prefix != "ctxlab" and module.startswith(prefix + ".")) or (
-                    prefix == "ctxlab.cli" and module.startswith("ctxlab.cli_")):
+            if module == prefix or (prefix != "ctxlab" and module.startswith(prefix + ".")):
                 if best is None or len(prefix) > best[1]:
                     best = (index, len(prefix))
     return best[0] if best else None

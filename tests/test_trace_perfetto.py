@@ -2,8 +2,8 @@
 
 import json
 
+from ctxlab.cli.tracing import render
 from ctxlab.report.perfetto import to_perfetto
-from ctxlab.tracing_cli import render
 
 US = 1000  # ns
 

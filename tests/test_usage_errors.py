@@ -10,7 +10,7 @@ import click
 import pytest
 
 from ctxlab.cli import cli
-from ctxlab.cli_types import ByteSize, NameList, OutputPath, ResultPath
+from ctxlab.cli.types import ByteSize, NameList, OutputPath, ResultPath
 from tests.conftest import RESULTS
 from tests.hostile import invoke
 

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from ctxlab.cli_types import ByteSize, OutputPath
+from ctxlab.cli.types import ByteSize, OutputPath
 from ctxlab.report import FORMATS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -97,7 +97,7 @@ def former_name(old: str, new: str, param: str, type_: Any) -> Callable[[F], F]:
                 ctx = click.get_current_context()
                 if ctx.get_parameter_source(param) is ParameterSource.COMMANDLINE:
                     raise click.UsageError(f"{old} is the former name of {new}: give {new} only")
-                from ctxlab.cli_report import say
+                from ctxlab.cli.report import say
 
                 say(f"note: {ctx.command_path}'s {old} is now {new} ({old} still works)")
                 kwargs[param] = value

@@ -16,10 +16,10 @@ import time
 
 import click
 
-from ctxlab.cli_fleet import check_reports, fleet_check
-from ctxlab.cli_labs import lab_commands
-from ctxlab.cli_merge import report
-from ctxlab.cli_options import (
+from ctxlab.cli.fleet import check_reports, fleet_check
+from ctxlab.cli.labs import lab_commands
+from ctxlab.cli.merge import report
+from ctxlab.cli.options import (
     device_option,
     max_size_option,
     output_option,
@@ -28,9 +28,9 @@ from ctxlab.cli_options import (
     table_options,
     trace_option,
 )
-from ctxlab.cli_program import ProgramRan, audit, trace
-from ctxlab.cli_report import HandoffProgress, emit, render_for, say, screen_of, write_report
-from ctxlab.cli_types import (
+from ctxlab.cli.program import ProgramRan, audit, trace
+from ctxlab.cli.report import HandoffProgress, emit, render_for, say, screen_of, write_report
+from ctxlab.cli.types import (
     EXIT_FAILS,
     EXIT_USAGE,
     CtxlabError,

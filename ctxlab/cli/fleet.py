@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ctxlab.cli_types import OutputPath, no_gpu_line
+from ctxlab.cli.types import OutputPath, no_gpu_line
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -60,7 +60,7 @@ def check_reports(runs: list, drifted: list[dict] | None, reports: list[tuple[st
                   full: bool = False) -> list[tuple[str, str]]:
     """(path, text) for each report check writes: json holds every run, markdown is the CI summary,
     openmetrics the textfile collector's metrics."""
-    from ctxlab.cli_report import screen_of
+    from ctxlab.cli.report import screen_of
     from ctxlab.records.model import dumps
     from ctxlab.report import render
     from ctxlab.report.summary import summary_markdown

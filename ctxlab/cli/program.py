@@ -8,10 +8,10 @@ import sys
 
 import click
 
-from ctxlab.cli_help import LazyHelpCommand, audit_help
-from ctxlab.cli_options import former_name, output_option, program_options
-from ctxlab.cli_report import say
-from ctxlab.cli_types import CtxlabError, OneLineCommand, domain_errors, no_gpu_line
+from ctxlab.cli.help import LazyHelpCommand, audit_help
+from ctxlab.cli.options import former_name, output_option, program_options
+from ctxlab.cli.report import say
+from ctxlab.cli.types import CtxlabError, OneLineCommand, domain_errors, no_gpu_line
 
 
 def one_program(code: str | None, module: str | None, script_args: tuple, output: str | None) -> None:
@@ -81,8 +81,8 @@ def trace(only, calls_mode, thread_name, fmt, output, code, module, script_args)
     the program ran. The program picks its GPUs itself: every context on every
     device is traced.
     """
+    from ctxlab.cli.tracing import run_traced
     from ctxlab.trace import TraceUnavailable
-    from ctxlab.tracing_cli import run_traced
 
     one_program(code, module, script_args, output)
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ctxlab.cli_types import OneLineCommand
+from ctxlab.cli.types import OneLineCommand
 
 AUDIT_HELP = """Run a Python program under the tracer and report CUDA context hazards.
 

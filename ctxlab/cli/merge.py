@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from ctxlab.cli_options import max_size_option, output_option
-from ctxlab.cli_report import screen_of
-from ctxlab.cli_types import EXIT_FAILS, OneLineGroup, OutputPath, ResultPath, domain_errors
+from ctxlab.cli.options import max_size_option, output_option
+from ctxlab.cli.report import screen_of
+from ctxlab.cli.types import EXIT_FAILS, OneLineGroup, OutputPath, ResultPath, domain_errors
 
 
 @click.group(cls=OneLineGroup)

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ctxlab.cli_options import former_name, output_options
-from ctxlab.cli_report import HandoffProgress
-from ctxlab.cli_types import FiniteFloat, OneLineCommand, domain_errors
+from ctxlab.cli.options import former_name, output_options
+from ctxlab.cli.report import HandoffProgress
+from ctxlab.cli.types import FiniteFloat, OneLineCommand, domain_errors
 from ctxlab.labs import LABS
 
 if TYPE_CHECKING:
