@@ -25,6 +25,9 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
+from ctxlab.cuda import driver as drv
+from ctxlab.cuda.environment import device_count
+from ctxlab.cuda.errors import CudaError
 from ctxlab.harness.isolate import (
     ChildUsage,
     IsolatedFailure,
@@ -73,16 +76,11 @@ class BatchRun:
 
 def primary_states() -> dict[int, tuple[bool, int]]:
     """Every GPU's primary context: (active, flags). Reading them never creates a context."""
-    from ctxlab.cuda import driver as drv
-    from ctxlab.cuda.environment import device_count
-
     return {d: (s.active, s.flags) for d in range(device_count()) for s in (drv.primary_state(d),)}
 
 
 def primary_handles(states: dict[int, tuple[bool, int]]) -> set[int]:
     """The handles of the active primary contexts (a retain and its release: the count is as it was)."""
-    from ctxlab.cuda import driver as drv
-
     handles = set()
     for device, (active, _flags) in states.items():
         if active:
@@ -93,9 +91,6 @@ def primary_handles(states: dict[int, tuple[bool, int]]) -> set[int]:
 
 def sticky_error(device: int) -> str | None:
     """The error a synchronize on ``device``'s (active) primary context returns, or None."""
-    from ctxlab.cuda import driver as drv
-    from ctxlab.cuda.errors import CudaError
-
     ctx = drv.primary_retain(device)
     try:
         drv.push(ctx)
@@ -123,8 +118,6 @@ def threads_left(threads_before: set[int | None]) -> list[str]:
 def cuda_problems(expected: dict[int, tuple[bool, int]] | None) -> tuple[list[str], dict[int, tuple[bool, int]]]:
     """Why CUDA in this process is not as the next shared scenario needs it (empty: it is), and every GPU's
     primary context state now (the first check's becomes what the later ones expect)."""
-    from ctxlab.cuda import driver as drv
-
     found = []
     current = drv.current()
     states = primary_states()
