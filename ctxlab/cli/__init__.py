@@ -305,7 +305,7 @@ def check(devices, only, timeout, jobs, repeats, isolation, fmt, output, steps, 
 
 for _command in (trace, audit, report):  # commands defined beside their helpers
     cli.add_command(_command)
-# One command per lab of the registry, its options its options dataclass's (cli_labs); each runs through run_lab,
+# One command per lab of the registry, its options its options dataclass's (cli/labs.py); each runs through run_lab,
 # looked up when it runs.
 for _lab_command in lab_commands(lambda *args, **kwargs: run_lab(*args, **kwargs)):
     cli.add_command(_lab_command)

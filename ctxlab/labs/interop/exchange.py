@@ -119,8 +119,6 @@ def _nothing() -> Any:
 def exchange(device: int, producer: str, consumer: str, protocol: str) -> dict:
     """The producer writes on its own stream on the main thread; the consumer imports by DLPack or CAI and reads,
     on the main thread and on a worker thread that received the context by push."""
-
-
     scenario = _exchange_name(producer, consumer)
     try:
         for lib in (producer, consumer):

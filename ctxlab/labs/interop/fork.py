@@ -83,8 +83,6 @@ def _wait_child(pid: int, read_fd: int, timeout: float) -> tuple[bytes, str]:
 
 def fork(device: int) -> dict:
     """CUDA initialised in this process (CuPy, then PyTorch if present); then os.fork(): what the child gets."""
-
-
     init_driver()
     rec = cuda_recorder("fork")
     libs.require("cupy")
@@ -161,8 +159,6 @@ def start_methods_main(device: int) -> dict:
 
 def start_methods(device: int) -> dict:
     """A fresh non-daemon interpreter initialises CUDA, then starts a child with each multiprocessing method."""
-
-
     rec = cuda_recorder("start-methods")
     value, problem = run_main(start_methods_main, device)
     if value is None:

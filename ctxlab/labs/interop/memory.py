@@ -145,8 +145,6 @@ def ipc_main(device: int) -> dict:
 
 def ipc(device: int) -> dict:
     """A fresh non-daemon interpreter exports the arrays; a child started with spawn opens them."""
-
-
     rec = Recorder(scenario="ipc")
     rows, problem = run_main(ipc_main, device)
     if rows is None:
@@ -200,8 +198,6 @@ def _driver_allocations(device: int) -> dict[str, int]:
 
 def _other_context_reads(device: int, pointer: int) -> str:
     """A kernel of a cuCtxCreate context reads a value written to ``pointer`` from the primary context."""
-
-
     drv.copy_to_device(pointer, struct.pack("<q", 0x5EED))
     created = drv.create_context(device)
     try:
@@ -248,8 +244,6 @@ def vmm(device: int) -> dict:
 
 def torch_expandable(device: int) -> dict:
     """PyTorch with expandable segments: which context CU_POINTER_ATTRIBUTE_CONTEXT names for its tensor."""
-
-
     try:
         libs.require("torch")
     except Missing as why:

@@ -21,8 +21,6 @@ from ctxlab.labs.interop.names import ENV, LIBRARIES
 
 def alone(device: int, lib: str) -> dict:
     """One library in a fresh interpreter: the context it leaves current, its allocation, a fresh thread's use."""
-
-
     scenario = f"alone-{lib}"
     try:
         libs.require(lib)
@@ -51,7 +49,6 @@ def alone(device: int, lib: str) -> dict:
         try:
             out["keep"] = thread_use(lib, device, out)
         except Exception as exc:  # what the library said, by name: the outcome of this thread's first use
-
             out["outcome"] = status_name(exc)[:300]
         after = drv.current()
         out["current_after"], out["current_after_id"] = after.handle, after.id
@@ -71,8 +68,6 @@ def alone(device: int, lib: str) -> dict:
 
 def _count_references(device: int, rec, extra_fields: dict) -> None:
     """Release the primary context until the driver refuses: the releases accepted are the references held."""
-
-
     # The libraries' own teardown at exit meets a destroyed context: whatever it does after the result is sent,
     # the process ends within 20 s.
     signal.alarm(20)

@@ -96,8 +96,6 @@ def _torch_green(torch: Any, sms: int, device: int) -> tuple[Any, str]:
 
 def torch_green(device: int) -> dict:
     """torch.cuda.green_contexts: the SMs a kernel on its stream uses, and the context owning a tensor made there."""
-
-
     scenario = "torch-green-contexts"
     try:
         torch = libs.require("torch")

@@ -48,8 +48,6 @@ def _runtime_status(fn, *args: Any, call: str) -> str:
 def first_context(device: int) -> dict:
     """In a new interpreter: import cupy, cuInit, device count and properties, cudaSetDevice, cudaMalloc,
     first kernel."""
-
-
     tracer = start_for_child()  # before the import, so the import is watched too
     already = "cupy" in sys.modules  # a forkserver child would have it: then the import below watches nothing
     import cupy

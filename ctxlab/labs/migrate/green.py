@@ -48,8 +48,6 @@ def _green_thread(label: str, green, probe, barrier, out: dict, launches: int) -
 
 def concurrent_green(device: int, launches: int = GREEN_LAUNCHES) -> dict:
     """A green context current on two threads at once (the documentation rules it out): both launch into it."""
-
-
     green = green_or_skip("concurrent-green", device)
     if isinstance(green, dict):  # none here: why is recorded
         return green
@@ -118,8 +116,6 @@ def green_sm(device: int, blocks: int = SMID_BLOCKS) -> dict:
 
 def _read_with(probe, src: int) -> int:
     """What a kernel of ``probe``'s context reads at ``src`` (through read_through, into memory of that context)."""
-
-
     out = drv.mem_alloc(8)
     drv.copy_to_device(out, struct.pack("<q", -1))
     probe.read_through(src, out)
@@ -130,8 +126,6 @@ def _read_with(probe, src: int) -> int:
 def green_memory(device: int) -> dict:
     """Which context owns memory allocated under the green context; kernels of the primary context and the
     green context each read the other's memory."""
-
-
     green = green_or_skip("green-memory", device)
     if isinstance(green, dict):  # none here: why is recorded
         return green

@@ -214,8 +214,6 @@ def cupy_kernel_reverse(device: int, label: str = "cupy-kernel-reverse") -> dict
 
 def cross_context(device: int) -> dict:
     """A kernel in one context dereferences memory allocated in another (may leave a sticky error)."""
-
-
     rec = cuda_recorder(scenario="cross-context")
     owner = drv.create_context(device)
     src = drv.mem_alloc(8)

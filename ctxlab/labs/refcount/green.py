@@ -59,8 +59,6 @@ def green_reference(device: int) -> dict:
 
 def green_primary_reset(device: int) -> dict:
     """cuDevicePrimaryCtxReset while a green context is current with memory and a module in it; then use them."""
-
-
     held, steps, out = _green_steps("green-primary-reset", device)
     if out is not None:
         return out
