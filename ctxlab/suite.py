@@ -147,6 +147,31 @@ def decided(run: LabResult, registry: dict[str, str] | None = None) -> dict[str,
             for c in run.claims}
 
 
+def claim_changes(base: list[LabResult], other: list[LabResult]) -> list[dict]:
+    """Every run, claim, verdict and evidence (as ``decided``) of ``other`` that differs from ``base``, every
+    claim alike (drift looks at ``observed`` evidence only): ``{"lab", "device", "claim", "change", ...}`` with
+    change ``run missing``, ``new run``, ``claim missing``, ``new claim``, ``verdict`` or ``evidence`` (then
+    ``was`` and ``now``), sorted."""
+    before, now = {_key(r): r for r in base}, {_key(r): r for r in other}
+    out = [{"lab": k[0], "device": k[1], "claim": None, "change": "run missing"} for k in before if k not in now]
+    out += [{"lab": k[0], "device": k[1], "claim": None, "change": "new run"} for k in now if k not in before]
+    for k in before.keys() & now.keys():
+        was = {c.id: c for c in before[k].claims}
+        got = {c.id: c for c in now[k].claims}
+        then, decided_now = decided(before[k]), decided(now[k])
+        where = {"lab": k[0], "device": k[1]}
+        out += [{**where, "claim": cid, "change": "claim missing"} for cid in was if cid not in got]
+        out += [{**where, "claim": cid, "change": "new claim"} for cid in got if cid not in was]
+        for cid in was.keys() & got.keys():
+            a, b = was[cid], got[cid]
+            if a.verdict != b.verdict:
+                out.append({**where, "claim": cid, "change": "verdict", "was": a.verdict, "now": b.verdict,
+                            "evidence": b.evidence})
+            elif then[cid] != decided_now[cid]:
+                out.append({**where, "claim": cid, "change": "evidence", "was": a.evidence, "now": b.evidence})
+    return sorted(out, key=lambda d: (d["lab"], d["device"], d["claim"] or "", d["change"]))
+
+
 def drift(runs: list[LabResult], baseline: list[LabResult]) -> list[dict]:
     """Everything that differs from the baseline, in both directions: lab runs, scenarios and claims that
     disappeared or appeared, verdicts that changed, and ``observed`` outcomes that read differently."""

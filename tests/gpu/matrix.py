@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxlab.records.schema import SILENT_WRONG
-from ctxlab.suite import decided
+from ctxlab.suite import claim_changes
 
 
 @dataclass(frozen=True)
@@ -45,29 +45,8 @@ VARIABLES = tuple(dict.fromkeys(v.variable for v in VARIANTS))
 _RACY = re.compile(re.escape(SILENT_WRONG) + r"(?: \([^()]*\))? (?:in \d+ of \d+|\(all \d+\))")
 
 
-def key(run) -> tuple:
-    return (run.lab, run.environment.get("device", run.options.get("device", 0)))
-
-
-def differences(base: list, varied: list) -> list[dict]:
-    """Every run, claim, verdict and normalised evidence of ``varied`` that differs from ``base``."""
-    before, now = {key(r): r for r in base}, {key(r): r for r in varied}
-    out = [{"lab": k[0], "claim": None, "change": "run missing"} for k in before if k not in now]
-    out += [{"lab": k[0], "claim": None, "change": "new run"} for k in now if k not in before]
-    for k in before.keys() & now.keys():
-        was = {c.id: c for c in before[k].claims}
-        got = {c.id: c for c in now[k].claims}
-        then, decided_now = decided(before[k]), decided(now[k])
-        out += [{"lab": k[0], "claim": cid, "change": "claim missing"} for cid in was if cid not in got]
-        out += [{"lab": k[0], "claim": cid, "change": "new claim"} for cid in got if cid not in was]
-        for cid in was.keys() & got.keys():
-            a, b = was[cid], got[cid]
-            if a.verdict != b.verdict:
-                out.append({"lab": k[0], "claim": cid, "change": "verdict", "was": a.verdict, "now": b.verdict,
-                            "evidence": b.evidence})
-            elif then[cid] != decided_now[cid]:
-                out.append({"lab": k[0], "claim": cid, "change": "evidence", "was": a.evidence, "now": b.evidence})
-    return sorted(out, key=lambda d: (d["lab"], d["claim"] or "", d["change"]))
+# Every run, claim, verdict and normalised evidence of a variant that differs from the baseline.
+differences = claim_changes
 
 
 def racy(runs: list) -> set[str]:
