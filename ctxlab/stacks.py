@@ -1,7 +1,8 @@
 """The user's Python stack at a traced call: frames outside ctxlab, site-packages and the standard library.
 
-Taken inside the tracer's Python callbacks (and the audit's fork and exception hooks), so it must be
-cheap: frames are walked with ``sys._getframe`` and each file's verdict (user code or not) is cached.
+Taken by the tracer's stack thread for a thread blocked in a call (and in the audit's fork, exception and
+hand-over hooks), so it must be cheap: frames are walked with ``sys._getframe`` and each file's verdict
+(user code or not) is cached.
 A frame is the user's when its file exists here and lies outside ctxlab's package, the standard
 library and any site-packages/dist-packages directory, or when it is code given with ``-c``
 (``<string>``). Compiled extensions (CuPy's ``.pyx`` frames in tracebacks) are not user code.

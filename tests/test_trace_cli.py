@@ -1,5 +1,6 @@
 """The trace command's options and the overhead benchmark's command line, without a GPU."""
 
+import json
 import os
 import subprocess
 import sys
@@ -47,3 +48,25 @@ def test_trace_as_perfetto_without_a_gpu_says_why_and_exits_2(tmp_path):
     result = CliRunner().invoke(cli, ["trace", "--format", "perfetto", "-o", str(tmp_path / "t.json"), "-c", "pass"])
     assert result.exit_code == 2 and result.output.startswith("Error:")
     assert not (tmp_path / "t.json").exists()
+
+
+def test_the_summary_line_counts_the_records_and_stacks_the_c_callback_kept(monkeypatch, tmp_path):
+    """The line on standard error says what the recorded run's stats say (no Python callbacks any more)."""
+    from types import SimpleNamespace
+
+    from ctxlab.cli import tracing
+    from tests.conftest import recorded
+
+    doc = recorded("first_context.trace.json")
+    stats = {**doc["stats"], "stacks": 7}
+    monkeypatch.setattr(tracing, "trace_program",
+                        lambda code, module, argv, calls_mode: (3, SimpleNamespace(events=doc["events"]), stats))
+    lines: list[str] = []
+    status = tracing.run_traced(None, None, ["prog.py"], "context", None, "json", str(tmp_path / "t.json"),
+                                echo=print, err=lines.append)
+    assert status == 3 and json.loads((tmp_path / "t.json").read_text())["stats"] == stats
+    (line,) = lines
+    assert line.startswith(f"ctxlab trace: {stats['api_calls']} API calls, {stats['resource_events']} resource "
+                           f"events ({stats['records']} records kept by ctxlab's C callback, 7 with the user's "
+                           "stack); the program ran 0.888 s")
+    assert "Python callbacks" not in line

@@ -44,7 +44,8 @@ def run_traced(code, module, argv, only, thread, fmt, output, echo, calls_mode: 
     else:
         echo(text, nl=False)
     if err is not None:
-        err(f"ctxlab trace: {stats['api_calls']} API calls ({stats['callbacks']} through Python callbacks), "
-            f"{stats['resource_events']} resource events; the program ran {stats['program_seconds']:.3f} s, "
-            f"collecting the records took {stats['finish_seconds']:.3f} s after it")
+        err(f"ctxlab trace: {stats['api_calls']} API calls, {stats['resource_events']} resource events "
+            f"({stats['records']} records kept by ctxlab's C callback, {stats.get('stacks', 0)} with the user's "
+            f"stack); the program ran {stats['program_seconds']:.3f} s, collecting the records took "
+            f"{stats['finish_seconds']:.3f} s after it")
     return status
