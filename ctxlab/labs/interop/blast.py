@@ -37,7 +37,6 @@ def _teardown(teardown: str, device: int, created: int | None) -> dict:
     if teardown == "reset-cupy":
         import cupy
 
-
         return {"status": attempt(cupy.cuda.runtime.deviceReset)}
     if teardown == "release":
         accepted, status = 0, "CUDA_SUCCESS"

@@ -38,8 +38,7 @@ def _driver_in_child(device: int) -> dict:
 
 
 def _forked_child(device: int, torch_ready: bool, write_fd: int) -> None:
-
-
+    """In the forked child: the driver, CuPy and (when the parent had it) PyTorch tried, the outcomes written."""
     result: dict = {}
     try:
         result.update(_driver_in_child(device))

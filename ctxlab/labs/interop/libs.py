@@ -208,7 +208,6 @@ def _cuda_core_kernel(dev: Any, buf: Any, pointer: int) -> Callable[[], str]:
 def _device_sum(pointer: int) -> int:
     import numpy
 
-
     return int(numpy.frombuffer(drv.copy_from_device(pointer, 8 * N), dtype=numpy.int64).sum())
 
 
@@ -250,7 +249,6 @@ def make(lib: str, device: int) -> Made:
     if lib == "jax":
         import jax
         import jax.numpy as jnp
-
 
         try:
             dev = jax.devices("gpu")[device]

@@ -41,7 +41,6 @@ def _read_sum(pointer: int) -> int:
     import numpy
     from cuda.bindings import runtime
 
-
     host = numpy.zeros(N, dtype=numpy.int64)
     check(runtime.cudaMemcpy(host.ctypes.data, pointer, 8 * N, runtime.cudaMemcpyKind.cudaMemcpyDeviceToHost),
           "cudaMemcpy")
@@ -51,7 +50,6 @@ def _read_sum(pointer: int) -> int:
 def ipc_child(device: int, exports: list, conn: Any) -> None:
     """In the spawned child: open each handle, read at the address returned and at the array's offset, close."""
     from cuda.bindings import runtime
-
 
     runtime.cudaSetDevice(device)
     out = {}
@@ -73,7 +71,6 @@ def _ipc_arrays(device: int, keep: list) -> dict[str, Any]:
     """name -> the pointer of an array of 1..N, or why that library is absent."""
     import numpy
     from cuda.bindings import runtime
-
 
     host = numpy.arange(1, N + 1, dtype=numpy.int64)
     pointer = int(check(runtime.cudaMalloc(8 * N), "cudaMalloc"))
@@ -105,7 +102,6 @@ def _ipc_arrays(device: int, keep: list) -> dict[str, Any]:
 def ipc_main(device: int) -> dict:
     """Run as a plain (non-daemon) process: export each array, open in this process, then in a spawned child."""
     from cuda.bindings import driver, runtime
-
 
     check(runtime.cudaSetDevice(device), "cudaSetDevice")
     keep: list = []

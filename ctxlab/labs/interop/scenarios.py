@@ -9,6 +9,7 @@ import threading
 from ctxlab.cuda import driver as drv
 from ctxlab.cuda.environment import init_driver
 from ctxlab.cuda.outcome import status_name
+from ctxlab.harness.recorder import Recorder
 from ctxlab.lab import Isolation, LabOptions, Scenario
 from ctxlab.labs.common import context_state, cuda_recorder, scenario_output, skipped_output
 from ctxlab.labs.interop import blast, libs, memory, under
@@ -19,18 +20,22 @@ from ctxlab.labs.interop.libs import Missing, init_library, owner_context, prima
 from ctxlab.labs.interop.names import ENV, LIBRARIES
 
 
+def _initialised(scenario: str, lib: str, device: int, state_before: bool = False) -> tuple[Recorder, dict, dict]:
+    """One library in a fresh interpreter, the prologue of ``alone`` and ``refs``: the scenario's recorder, what
+    ``init_library`` made, and (with ``state_before``) the context state just before it, else ``{}``. Raises
+    ``Missing`` for a library that is not installed or cannot start here."""
+    libs.require(lib)
+    init_driver()
+    rec = cuda_recorder(scenario)
+    before = context_state(device) if state_before else {}
+    return rec, init_library(lib, device), before
+
+
 def alone(device: int, lib: str) -> dict:
     """One library in a fresh interpreter: the context it leaves current, its allocation, a fresh thread's use."""
     scenario = f"alone-{lib}"
     try:
-        libs.require(lib)
-    except Missing as why:
-        return skipped_output(scenario, str(why))
-    init_driver()
-    rec = cuda_recorder(scenario)
-    before = context_state(device)
-    try:
-        made = init_library(lib, device)
+        rec, made, before = _initialised(scenario, lib, device, state_before=True)
     except Missing as why:
         return skipped_output(scenario, str(why))
     cur = drv.current()
@@ -88,13 +93,7 @@ def refs(device: int, lib: str) -> dict:
     """One library in a fresh interpreter: initialise it, then count the primary-context references it holds."""
     scenario = f"refs-{lib}"
     try:
-        libs.require(lib)
-    except Missing as why:
-        return skipped_output(scenario, str(why))
-    init_driver()
-    rec = cuda_recorder(scenario)
-    try:
-        made = init_library(lib, device)
+        rec, made, _ = _initialised(scenario, lib, device)
     except Missing as why:
         return skipped_output(scenario, str(why))
     rec.add("init", "initialised", {"library": lib, "version": version_of(lib), "call": made["call"]})

@@ -77,7 +77,6 @@ def free0(device: int) -> dict:
     """cudaFree(0) as the first call, then a CuPy allocation."""
     import cupy
 
-
     s = _calls("free0", device)
     s.after("start")
     cupy.cuda.runtime.free(0)
@@ -108,7 +107,6 @@ def created_first(device: int) -> dict:
     """A cuCtxCreate context current before any runtime call: cudaMalloc through CuPy, then a CuPy kernel."""
     import cupy
 
-
     s = _calls("created-first", device)
     created = drv.create_context(device)
     s.after("cuCtxCreate")
@@ -130,7 +128,6 @@ def handle(device: int) -> dict:
     import cupy
     import numpy
 
-
     s = _calls("handle", device)
     cupy.cuda.runtime.setDevice(device)
     after = s.after("cudaSetDevice")
@@ -151,7 +148,6 @@ def handle(device: int) -> dict:
 def threads(device: int) -> dict:
     """The main thread chooses the device; a new thread makes a driver call, then its first runtime call."""
     import cupy
-
 
     s = _calls("threads", device)
     seen: dict = {}
@@ -186,7 +182,6 @@ def flags(device: int) -> dict:
     cuDevicePrimaryCtxSetFlags."""
     from cuda.bindings import runtime
 
-
     s = _calls("flags", device)
     before = s.after("start")
     status_first = _runtime_status(runtime.cudaSetDeviceFlags, runtime.cudaDeviceScheduleBlockingSync,
@@ -217,7 +212,6 @@ def flags(device: int) -> dict:
 def green_runtime(device: int) -> dict:
     """A green context current before any runtime call: cuMemAlloc, cudaMalloc through CuPy, a CuPy kernel."""
     import cupy
-
 
     s = _calls("green-runtime", device)
     green = green_or_skip("green-runtime", device, s.rec)
@@ -250,7 +244,6 @@ def execution_context(device: int) -> dict:
     """The runtime's own execution-context API (CUDA 13.1+): cudaDeviceGetExecutionCtx against the primary context,
     with no context current and with a green context current."""
     from cuda.bindings import runtime
-
 
     s = _calls("execution-context", device)
     version = runtime_versions().get("cuda_bindings")

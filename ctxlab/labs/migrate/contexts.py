@@ -11,7 +11,6 @@ def make_context(kind: str, device: int, green=None) -> int:
     """Make a context of the kind current on this thread (a green one: push ``green``'s CUcontext); its handle."""
     import cupy
 
-
     if kind == GREEN:
         drv.push(green.handle)
         return green.handle

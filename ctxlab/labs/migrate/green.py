@@ -28,7 +28,6 @@ def _green_thread(label: str, green, probe, barrier, out: dict, launches: int) -
     """One of two threads that push the same green context and launch into it at the same time."""
     import cupy
 
-
     mine: dict = {"error": None}
     try:
         mine["push"] = drv.outcome(drv.push, green.handle)["status"]
@@ -77,7 +76,6 @@ def concurrent_green(device: int, launches: int = GREEN_LAUNCHES) -> dict:
 def distinct_sms(probe, stream: int, blocks: int) -> list[int]:
     """The distinct SMs that ran the blocks of one %smid launch on ``stream`` in the current context."""
     import numpy
-
 
     driver = init_driver()
     out = drv.mem_alloc(4 * blocks)
@@ -158,7 +156,6 @@ def green_memory(device: int) -> dict:
 def green_cupy(device: int) -> dict:
     """CuPy with the green context current: an allocation, then CuPy's first kernel; does the thread stay on it?"""
     import cupy
-
 
     green = green_or_skip("green-cupy", device)
     if isinstance(green, dict):  # none here: why is recorded

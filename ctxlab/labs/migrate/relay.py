@@ -40,7 +40,6 @@ class Relay:
     def __init__(self, device: int, kind: str, threads: int, rounds: int, green=None):
         import numpy
 
-
         self.driver = init_driver()
         self.device, self.kind, self.rounds, self.green = device, kind, rounds, green
         self.rec = cuda_recorder(scenario=f"handoff-{kind}")
@@ -53,7 +52,6 @@ class Relay:
     def setup(self, _):
         """Thread 1: the context, a CuPy array, a driver allocation, the probe's global, a stream; then pop."""
         import cupy
-
 
         rec = self.rec
         self.ctx = ctx = make_context(self.kind, self.device, self.green)
@@ -139,7 +137,6 @@ class Relay:
     def finish(self, ctx):
         """The last thread: every element and the global hold exactly what all handoffs added."""
         import numpy
-
 
         self.t1 = time.perf_counter()
         total = self.index

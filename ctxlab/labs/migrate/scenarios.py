@@ -41,7 +41,6 @@ def _cupy_work(rec, s: dict, kind: str, label: str):
     """Thread ``label``'s step: a CuPy allocation and reduction whose right answer is known."""
     import cupy
 
-
     def step(ctx):
         before = drv.current().handle
         made: dict = {}
@@ -99,7 +98,6 @@ def unbound(device: int, kind: str) -> dict:
     """A thread that never received the context: driver call, then a runtime call."""
     import cupy
 
-
     rec = cuda_recorder(scenario=f"unbound-{kind}")
     s: dict = {}
 
@@ -138,7 +136,6 @@ def unbound(device: int, kind: str) -> dict:
 def cupy_caches(device: int) -> dict:
     """CuPy's per-device memory pool and kernel cache under a cuCtxCreate context."""
     import cupy
-
 
     rec = cuda_recorder(scenario="cupy-caches")
     s: dict = {}
@@ -198,7 +195,6 @@ def cupy_caches(device: int) -> dict:
 def cupy_kernel_reverse(device: int, label: str = "cupy-kernel-reverse") -> dict:
     """A CuPy kernel first compiled and loaded under the primary context, then used under a created one."""
     import cupy
-
 
     rec = cuda_recorder(scenario=label)
     cupy.cuda.runtime.setDevice(device)

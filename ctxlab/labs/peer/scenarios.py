@@ -203,7 +203,6 @@ def _devices_probe(devices: tuple[int, int]) -> Callable[[list], dict]:
     def probe(events: list) -> dict:
         import cupy
 
-
         primaries = {}
         for d in devices:
             st = context_state(d)
@@ -220,7 +219,6 @@ def thread_devices(device: int) -> dict:
     """Thread A sets the pair's nonzero GPU; a new thread B reads its device before any call of its own (after
     A's cudaSetDevice) and after its cudaMalloc; both GPUs' primary contexts are read after every step."""
     import cupy
-
 
     pair, why = pair_or_reason(device, need_access=False)
     if pair is None:

@@ -10,9 +10,8 @@ from ctxlab.cuda import green as greens
 from ctxlab.cuda.environment import init_driver
 from ctxlab.cuda.kernels import ProbeModule
 from ctxlab.cuda.outcome import checked
-from ctxlab.harness.threads import Choreography, Step
 from ctxlab.labs.common import green_or_skip
-from ctxlab.labs.refcount.held import Held, release_past_zero, steps_of
+from ctxlab.labs.refcount.held import Held, destroyed_while_current_elsewhere, release_past_zero, steps_of
 
 
 def _green_steps(scenario: str, device: int):
@@ -105,28 +104,7 @@ def green_destroy_elsewhere(device: int) -> dict:
     green = green_or_skip("green-destroy-elsewhere", device, steps.rec)
     if isinstance(green, dict):  # none here: why is recorded
         return green
-    driver = init_driver()
-    s: dict = {}
-
-    def b_push(c):
-        drv.push(c)
-        steps.after("B: pushed the green context")
-        return c
-
-    def a_destroy(c):
-        s["destroy"] = drv.outcome(greens.destroy, green)["status"]
-        steps.after(f"A: cuGreenCtxDestroy: {s['destroy']}")
-        return c
-
-    def b_next(c):
-        cur = drv.outcome(drv.current)
-        sync = drv.raw_status(driver.cuCtxSynchronize(), "cuCtxSynchronize")
-        alloc = drv.outcome(drv.mem_alloc, 64)["status"]
-        steps.rec.add("B next", "green destroyed while current elsewhere",
-                      {"destroy": s["destroy"], "handle": green.handle,
-                       "current_after": cur["value"].handle if cur["ok"] else 0, "synchronize": sync, "alloc": alloc})
-        return c
-
-    Choreography(["A", "B"], timeout=60).run([Step("B", "push", b_push), Step("A", "destroy", a_destroy),
-                                              Step("B", "next", b_next)], green.handle)
+    destroyed_while_current_elsewhere(steps, "green destroyed while current elsewhere",
+                                      lambda _handle: greens.destroy(green), "cuGreenCtxDestroy",
+                                      "B: pushed the green context", handle=green.handle)
     return steps.output()

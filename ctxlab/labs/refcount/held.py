@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ctxlab.cuda import driver as drv
+from ctxlab.cuda.environment import init_driver
 from ctxlab.cuda.outcome import checked
+from ctxlab.harness.threads import Choreography, Step
 from ctxlab.labs.common import StepRecorder, context_state
 from ctxlab.labs.refcount.claims import KNOWN
 
@@ -74,3 +78,38 @@ def release_past_zero(held: Held, steps, a, expected) -> tuple[int, str | None, 
             steps.rec.add("check", "reduction while still active",
                           {"sum": checked(lambda: int(a.sum()), expected), "expected": expected})
     return extra, refused, last
+
+
+def destroyed_while_current_elsewhere(steps, what: str, destroy: Callable[[int], object], destroy_call: str,
+                                      pushed: str, make: Callable[[], int] | None = None,
+                                      handle: int | None = None) -> None:
+    """Thread A destroys a context while it is current on thread B; B then calls into it (its current context,
+    cuCtxSynchronize, cuMemAlloc), recorded as ``what``. The context is ``handle``, or the one ``make`` makes on
+    A (left current on no thread); ``destroy(handle)`` destroys it, the step named ``A: <destroy_call>: STATUS``,
+    B's push named ``pushed``."""
+    driver = init_driver()
+    s: dict = {}
+
+    def b_push(c):
+        drv.push(c)
+        steps.after(pushed)
+        return c
+
+    def a_destroy(c):
+        s["destroy"] = drv.outcome(destroy, c)["status"]
+        steps.after(f"A: {destroy_call}: {s['destroy']}")
+        return c
+
+    def b_next(c):
+        cur = drv.outcome(drv.current)
+        sync = drv.raw_status(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+        alloc = drv.outcome(drv.mem_alloc, 64)["status"]
+        steps.rec.add("B next", what, {"destroy": s["destroy"], "handle": c,
+                                       "current_after": cur["value"].handle if cur["ok"] else 0,
+                                       "synchronize": sync, "alloc": alloc})
+        return c
+
+    plan = [Step("B", "push", b_push), Step("A", "destroy", a_destroy), Step("B", "next", b_next)]
+    if make is not None:
+        plan.insert(0, Step("A", "make", lambda _: make()))
+    Choreography(["A", "B"], timeout=60).run(plan, handle)

@@ -11,12 +11,18 @@ import sys
 from ctxlab.cuda import driver as drv
 from ctxlab.cuda.environment import init_driver, package_version, runtime_versions
 from ctxlab.cuda.outcome import checked
-from ctxlab.harness.threads import Choreography, Step
 from ctxlab.lab import LabOptions, Scenario
 from ctxlab.labs.common import cuda_recorder, scenario_output
 from ctxlab.labs.refcount.claims import GREEN_SCENARIOS, KNOWN, PAST_ZERO, RUNTIME_VARIANTS, SMALL_SUM, version_text
 from ctxlab.labs.refcount.green import green_destroy_elsewhere, green_primary_reset, green_reference
-from ctxlab.labs.refcount.held import Held, known_array, release_past_zero, small_sum, steps_of
+from ctxlab.labs.refcount.held import (
+    Held,
+    destroyed_while_current_elsewhere,
+    known_array,
+    release_past_zero,
+    small_sum,
+    steps_of,
+)
 
 
 def _runtime_call(call: str, device: int, held: Held, steps, arrays: dict) -> None:
@@ -94,7 +100,6 @@ def device_reset(device: int) -> dict:
     import cupy
     from cuda.bindings import runtime as bindings_runtime
 
-
     held = Held(device)
     steps = steps_of("device-reset", held)
     cupy.cuda.runtime.setDevice(device)
@@ -124,7 +129,6 @@ def device_reset(device: int) -> dict:
 def primary_reset(device: int) -> dict:
     """cuDevicePrimaryCtxReset under the runtime's reference and a lab retain, then a new retain."""
     import cupy
-
 
     held = Held(device)
     steps = steps_of("primary-reset", held)
@@ -181,7 +185,6 @@ def _runtime_then_destroy(device: int, held: Held, steps) -> None:
     """CuPy allocates and runs kernels in a created context, then cuCtxDestroy: did the runtime retain it?"""
     import cupy
 
-
     ctx = drv.create_context(device)
     x = cupy.arange(KNOWN, dtype=cupy.int64)
     total = int((x * 2).sum())
@@ -201,38 +204,18 @@ def _runtime_then_destroy(device: int, held: Held, steps) -> None:
     steps.after("after the next CuPy call")
 
 
-def _destroy_elsewhere(driver, device: int, steps) -> None:
-    """Thread A destroys a context while it is current on thread B; B then calls into it."""
-    s: dict = {}
+def _destroy_elsewhere(device: int, steps) -> None:
+    """Thread A makes a context and destroys it while it is current on thread B; B then calls into it."""
 
-    def a_make(_):
+    def make() -> int:
         if drv.current().handle:
             drv.set_current(0)
-        s["ctx"] = drv.create_context(device)
+        ctx = drv.create_context(device)
         drv.pop()
-        return s["ctx"]
+        return ctx
 
-    def b_push(c):
-        drv.push(c)
-        steps.after("B: pushed")
-        return c
-
-    def a_destroy(c):
-        s["destroy"] = drv.outcome(drv.destroy_context, c)["status"]
-        steps.after(f"A: cuCtxDestroy: {s['destroy']}")
-        return c
-
-    def b_next(c):
-        cur = drv.outcome(drv.current)
-        sync = drv.raw_status(driver.cuCtxSynchronize(), "cuCtxSynchronize")
-        alloc = drv.outcome(drv.mem_alloc, 64)["status"]
-        steps.rec.add("B next", "destroyed while current elsewhere",
-                      {"destroy": s["destroy"], "handle": s["ctx"],
-                       "current_after": cur["value"].handle if cur["ok"] else 0, "synchronize": sync, "alloc": alloc})
-        return c
-
-    Choreography(["A", "B"], timeout=60).run([Step("A", "make", a_make), Step("B", "push", b_push),
-                                              Step("A", "destroy", a_destroy), Step("B", "next", b_next)])
+    destroyed_while_current_elsewhere(steps, "destroyed while current elsewhere", drv.destroy_context,
+                                      "cuCtxDestroy", "B: pushed", make=make)
 
 
 def created(device: int) -> dict:
@@ -242,7 +225,7 @@ def created(device: int) -> dict:
     steps = steps_of("created", held)
     _attach_detach(driver, device, steps)
     _runtime_then_destroy(device, held, steps)
-    _destroy_elsewhere(driver, device, steps)
+    _destroy_elsewhere(device, steps)
     return steps.output()
 
 
@@ -295,7 +278,6 @@ def runtime_headers() -> list[dict]:
 def thread_exit(device: int) -> dict:
     """Does the runtime that runs still export cudaThreadExit (or declare it in the header of its exact version)?"""
     from cuda.bindings import runtime as bindings_runtime
-
 
     rec = cuda_recorder("thread-exit")
     # cuda.bindings is generated from its runtime version's headers: its API is what that runtime exports.
