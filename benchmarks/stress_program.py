@@ -114,7 +114,7 @@ def main(argv: list[str]) -> int:
     tracer = None
     if tracer_mode is not None:
         from ctxlab.audit.hooks import AuditHooks
-        from ctxlab.audit.run import tracer_options
+        from ctxlab.audit.observe import tracer_options
         from ctxlab.trace import Tracer
 
         options = tracer_options(AuditHooks()) if tracer_mode == "audit" else {}

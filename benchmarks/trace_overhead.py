@@ -43,7 +43,7 @@ def measure(launches: int, repeats: int, calls: str, audit: bool = False) -> dic
     options: dict = {}
     if audit:
         from ctxlab.audit.hooks import AuditHooks
-        from ctxlab.audit.run import tracer_options
+        from ctxlab.audit.observe import tracer_options
 
         options = tracer_options(AuditHooks())  # as ctxlab audit traces: its launch and allocation hooks too
 

@@ -48,7 +48,7 @@ def run(name: str, progress: Callable[[str], None] | None = None,
     chosen = lab.make_options(**options)
     require_device(chosen.device)
     if chosen.trace:
-        from ctxlab.tracer import require_cupti
+        from ctxlab.tracing.tracer import require_cupti
 
         require_cupti()
     return run_lab(lab, chosen, progress, on_progress)
@@ -137,7 +137,7 @@ def trace(code: str | None = None, module: str | None = None, argv: Sequence[str
     ``module`` (as ``-m``) or a script ``argv[0]`` with its arguments. Returns its exit status, the recorded
     events (``ctxlab.trace.calls`` nests them) and the tracer's counts. Raises ``TraceUnavailable`` where
     tracing cannot start and ``FileNotFoundError`` for a missing script."""
-    from ctxlab.program import trace_events
+    from ctxlab.tracing.program import trace_events
 
     return trace_events(code, module, argv, calls=calls)
 

@@ -5,14 +5,7 @@ import pytest
 
 import ctxlab
 from tests.audit_events import WORKER, Events
-from tests.test_audit_cli import FakeTracer
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    monkeypatch.setattr("ctxlab.program.Tracer", FakeTracer)
-    monkeypatch.setattr(FakeTracer, "EVENTS", [])
-    return FakeTracer
+from tests.test_audit_cli import fake  # noqa: F401 (the fixture)
 
 
 def test_trace_runs_a_program_and_returns_its_status_and_events(fake):
@@ -21,6 +14,7 @@ def test_trace_runs_a_program_and_returns_its_status_and_events(fake):
     fake.EVENTS = ev.events
     status, events, stats = ctxlab.trace(code="import sys; sys.exit(4)")
     assert status == 4 and [e["name"] for e in events] == ["cuCtxGetCurrent"] and "program_seconds" in stats
+    assert stats["ending"]["how"] == "exit"
 
 
 def test_audit_returns_the_findings_and_the_programs_status(fake):

@@ -14,38 +14,40 @@ from tests.audit_events import WORKER, Events
 from tests.hostile import assert_one_line_exit_2
 
 
-class FakeTracer:
-    """Stands in for ctxlab.trace.Tracer: records nothing, hands back ``EVENTS`` when it stops."""
+class Replay:
+    """The recorded stream the child's tracer stand-in hands over (tests/replay_tracer.py), and what the child
+    asked of its tracer."""
 
-    EVENTS: list = []
-    INITIALISED = False
+    def __init__(self, folder) -> None:
+        self.folder = folder
+        self.options_path = folder / "tracer-options.json"
 
-    def __init__(self, calls="context", stacks=False, extra_callbacks=(), **_):
-        self.stacks, self.extra_callbacks = stacks, tuple(extra_callbacks)
-        self.events: list = []
-        self.stats = {"records": 0, "callbacks": 0, "flushes": 0}
-        self.cuda_initialised = self.INITIALISED
+    @property
+    def EVENTS(self) -> list:  # noqa: N802 (the stream, as the tests set it)
+        path = self.folder / "events.json"
+        return json.loads(path.read_text()) if path.exists() else []
 
-    def __enter__(self):
-        FakeTracer.last = self
-        return self
+    @EVENTS.setter
+    def EVENTS(self, events: list) -> None:  # noqa: N802
+        (self.folder / "events.json").write_text(json.dumps(events))
 
-    def note(self, event):
-        self.EVENTS.append(event)
-
-    def timestamp(self):
-        return 0
-
-    def __exit__(self, *exc):
-        self.events = list(self.EVENTS)
+    @property
+    def options(self) -> dict:
+        return json.loads(self.options_path.read_text())
 
 
 @pytest.fixture
-def fake(monkeypatch):
-    monkeypatch.setattr("ctxlab.program.Tracer", FakeTracer)
-    monkeypatch.setattr(FakeTracer, "EVENTS", [])
-    monkeypatch.setattr(FakeTracer, "INITIALISED", False)
-    return FakeTracer
+def fake(monkeypatch, tmp_path_factory):
+    from tests import replay_tracer
+
+    folder = tmp_path_factory.mktemp("replay")
+    replay = Replay(folder)
+    replay.EVENTS = []
+    monkeypatch.setattr("ctxlab.tracing.supervise.TRACER", replay_tracer.NAME)
+    monkeypatch.setenv(replay_tracer.EVENTS, str(folder / "events.json"))
+    monkeypatch.setenv(replay_tracer.OPTIONS, str(replay.options_path))
+    monkeypatch.delenv(replay_tracer.INITIALISED, raising=False)
+    return replay
 
 
 def hazard_events():
@@ -78,15 +80,17 @@ def test_missing_script_is_one_line_exit_2(fake):
     assert_one_line_exit_2(CliRunner().invoke(cli, ["audit", "--", "no/such/script.py"]))
 
 
-def test_an_error_hazard_exits_3_and_the_programs_status_is_reported_apart(fake, tmp_path):
+def test_an_error_hazard_exits_3_and_the_programs_status_is_reported_apart(fake, tmp_path, capfd):
     fake.EVENTS = hazard_events()
     out = tmp_path / "audit.json"
     result = audit("--format", "json", "-o", str(out), "-c", "import sys; print('hi'); sys.exit(5)")
     assert result.exit_code == 3, result.output
-    assert "hi" in result.output and "exited with status 5" in result.output
+    assert "hi" in capfd.readouterr().out and "exited with status 5" in result.output  # the child's own stdout
     doc = json.loads(out.read_text())
     assert doc["exit_status"] == 5 and doc["counts"]["error"] == 1 and doc["findings"][0]["rule"] == "no-context"
-    assert fake.last.stacks is True and "cuMemAlloc_v2" in fake.last.extra_callbacks
+    assert doc["ending"]["how"] == "exit" and doc["ending"]["exit_status"] == 5
+    assert fake.options["stacks"] is True and "cuMemAlloc_v2" in fake.options["extra_callbacks"]
+    assert fake.options["flight"] is True
 
 
 def test_no_hazard_exits_0_even_when_the_program_failed(fake):
@@ -123,8 +127,10 @@ def test_unwritable_output_is_refused_before_the_program_runs(fake, tmp_path):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork here")
-def test_fork_hook_reports_the_childs_first_cuda_call(fake, tmp_path):
-    fake.INITIALISED = True
+def test_fork_hook_reports_the_childs_first_cuda_call(fake, tmp_path, monkeypatch):
+    from tests import replay_tracer
+
+    monkeypatch.setenv(replay_tracer.INITIALISED, "1")
     code = ("import os\n"
             "ns = {'__name__': 'cupy.fake'}\n"
             "exec(compile('def arange():\\n    return 1\\n', '<cupy-fake>', 'exec'), ns)\n"
@@ -172,10 +178,12 @@ def test_import_ctxlab_audit_loads_no_cuda():
     assert done.stdout.strip() == "[]"
 
 
-def test_a_module_and_a_script_with_arguments_run_as_python_runs_them(fake, tmp_path):
+def test_a_module_and_a_script_with_arguments_run_as_python_runs_them(fake, tmp_path, capfd):
     result = audit("-m", "platform")
     assert result.exit_code == 0 and "exited with status 0" in result.output
     script = tmp_path / "prog.py"
     script.write_text("import sys\nprint('args', sys.argv[1:])\nsys.exit(int(sys.argv[1]))\n")
+    capfd.readouterr()
     result = audit("--", str(script), "4", "x")
-    assert result.exit_code == 0 and "args ['4', 'x']" in result.output and "exited with status 4" in result.output
+    assert result.exit_code == 0 and "exited with status 4" in result.output
+    assert "args ['4', 'x']" in capfd.readouterr().out

@@ -9,7 +9,7 @@ import pytest
 
 from ctxlab.audit.facts import primary_handles
 from ctxlab.audit.guard import Snapshot, judge_test
-from ctxlab.stacks import is_user_file, traceback_stack, user_stack
+from ctxlab.tracing.frames import is_user_file, traceback_stack, user_stack
 from tests.audit_events import CREATED, PRIMARY, WORKER, Events, guard_plugin_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

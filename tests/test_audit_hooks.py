@@ -18,7 +18,7 @@ STACK = [["tests/test_audit_hooks.py", 1, "user"]]
 
 class Calls:
     """Call events as the tracer makes them from its C callback's records: name, status, context, ``args``
-    (the parameters ctxlab.trace_fields keeps), a launch's ``arguments`` blob."""
+    (the parameters ctxlab.tracing.fields keeps), a launch's ``arguments`` blob."""
 
     def __init__(self) -> None:
         self.events: list[dict] = []

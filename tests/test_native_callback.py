@@ -1,4 +1,4 @@
-"""ctxlab's C callback (ctxlab/native/cupti_shim.c) driven on the CPU with CUPTI-shaped callback data.
+"""ctxlab's C callback (ctxlab/tracing/native/cupti_shim.c) driven on the CPU with CUPTI-shaped callback data.
 
 The driver calls CUPTI's callback on the program's threads, sometimes holding a lock of its own; these tests
 call the C callback the same way: from many threads at once (ctypes releases the GIL, so they really run
@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from ctxlab import native
+from ctxlab.tracing import native
 
 pytestmark = pytest.mark.skipif(not (os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")),
                                 reason="no C compiler here: ctxlab's CUPTI callback is built from C")
@@ -45,7 +45,7 @@ class Call:
 @pytest.fixture()
 def tracer():
     """A tracer whose C side runs without CUPTI (its own clock), with the stack thread, names stubbed."""
-    from ctxlab.tracer import Tracer
+    from ctxlab.tracing.tracer import Tracer
 
     t = Tracer(stacks=True)
     lib = native.load()
@@ -196,8 +196,8 @@ def test_nested_calls_share_the_outermost_calls_stack_and_know_their_depth(trace
 DEADLOCK = textwrap.dedent("""
     import ctypes, sys, threading, time
     sys.path.insert(0, {root!r})
-    from ctxlab import native
-    from ctxlab.tracer import Tracer
+    from ctxlab.tracing import native
+    from ctxlab.tracing.tracer import Tracer
     from tests.test_native_callback import Call
 
     t = Tracer(stacks=True)
@@ -239,7 +239,7 @@ DEADLOCK = textwrap.dedent("""
 PYTHON_CALLBACK = textwrap.dedent("""
     import ctypes, sys, threading, time
     sys.path.insert(0, {root!r})
-    from ctxlab import native
+    from ctxlab.tracing import native
     from tests.test_native_callback import Call
 
     lib = native.load()
@@ -321,7 +321,7 @@ class Launch:
 @pytest.fixture()
 def launches():
     """A tracer whose C side keeps launch arguments (cbid 307), with allocations counted (cbid 10)."""
-    from ctxlab.tracer import Tracer
+    from ctxlab.tracing.tracer import Tracer
 
     t = Tracer(stacks=True)
     lib = native.load()

@@ -1,4 +1,4 @@
-"""Naming the shared object a native return address lies in (ctxlab/native/objects.py)."""
+"""Naming the shared object a native return address lies in (ctxlab/tracing/native/objects.py)."""
 
 import ctypes
 import struct
@@ -6,7 +6,7 @@ import struct
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxlab.native import CALLERS_ITEM, objects
+from ctxlab.tracing.native import CALLERS_ITEM, objects
 
 
 def item(addresses: list[int]) -> bytes:

@@ -31,9 +31,9 @@ KNOWN_CIRCLES: set[frozenset[str]] = set()
 # itself names only the package's ``__init__``).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("records", ("ctxlab.version", "ctxlab.errors", "ctxlab.defaults", "ctxlab.records", "ctxlab.schema")),
-    ("CUDA helpers and claims", ("ctxlab.cuda", "ctxlab.claim", "ctxlab.native", "ctxlab.stacks", "ctxlab.trace_fields",
-                                 "ctxlab.calling", "ctxlab.stub", "ctxlab.envrecord")),
-    ("tracer", ("ctxlab.tracer_stacks", "ctxlab.tracer", "ctxlab.trace", "ctxlab.program")),
+    ("CUDA helpers and claims", ("ctxlab.cuda", "ctxlab.claim", "ctxlab.calling", "ctxlab.stub", "ctxlab.envrecord")),
+    # tracing: the C callback, its records and fields, the stacks, the tracer, the flight recorder, the child
+    ("tracing", ("ctxlab.tracing", "ctxlab.trace")),
     ("reports", ("ctxlab.report",)),
     ("audit", ("ctxlab.audit",)),
     ("lab model and harness", ("ctxlab.lab", "ctxlab.harness")),

@@ -121,12 +121,32 @@ class Finding:
 
 
 @dataclass
+class RunInfo:
+    """How the run ended and what the parent saw of it (``ctxlab.tracing.supervise``), for the rules about
+    crashes and hangs, and the kernels' names."""
+
+    ending: dict = field(default_factory=dict)  # Ending.as_dict()
+    open_calls: list = field(default_factory=list)  # ctxlab.tracing.flight.OpenCall: calls entered, not returned
+    fatal: list = field(default_factory=list)  # StacksDump at a fatal signal
+    dumps: list = field(default_factory=list)  # StacksDump the parent asked for (a hang)
+    exits: list[dict] = field(default_factory=list)  # the program's os._exit / os.kill / os.abort, with stacks
+    kernels: dict[int, str] = field(default_factory=dict)  # CUfunction -> kernel name
+    idents: dict[int, int] = field(default_factory=dict)  # OS thread id -> threading ident
+    threads: dict[int, str] = field(default_factory=dict)  # OS thread id -> name
+    seconds_inside: dict[int, float] = field(default_factory=dict)  # OS thread id -> seconds inside its open call
+    pinned: dict[int, dict] = field(default_factory=dict)  # context -> the faulting launch a serialised re-run named
+
+
+@dataclass
 class Stream:
-    """The recorded events in time order, with per-thread views the rules need."""
+    """The recorded events in time order, with per-thread views the rules need. ``explained`` holds the ids of
+    the calls the findings so far account for (the rules run in order; later ones read it)."""
 
     events: list[dict]
     forks: list[dict] = field(default_factory=list)
     exceptions: list[dict] = field(default_factory=list)
+    run: RunInfo | None = None
+    explained: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.events = sorted(self.events, key=lambda e: (e.get("start", 0), -end_of(e), e.get("seq", 0)))
@@ -140,6 +160,7 @@ class Stream:
         for e in self.calls:
             if e.get("domain") == "runtime":
                 self._runtime.setdefault(e.get("tid"), []).append(e)
+        self._runtime_starts = {tid: [c.get("start", 0) for c in items] for tid, items in self._runtime.items()}
         self._stacked: dict[Any, tuple[list[int], list[dict]]] = {}
         for tid, items in self.by_tid.items():
             with_stack = [e for e in items if frames(e.get("stack"))]
@@ -148,13 +169,11 @@ class Stream:
     def enclosing_runtime(self, event: dict) -> dict | None:
         """The runtime call on the same thread that made this driver call or resource event, if any."""
         start, end = event.get("start", 0), end_of(event)
-        for call in self._runtime.get(event.get("tid"), ()):
-            if call is event:
-                continue
-            if call.get("start", 0) <= start and end <= end_of(call):
+        items = self._runtime.get(event.get("tid"), ())
+        i = bisect.bisect_right(self._runtime_starts.get(event.get("tid"), ()), start)
+        for call in reversed(items[max(0, i - 8):i]):  # the innermost runtime call that began before it
+            if call is not event and call.get("start", 0) <= start and end <= end_of(call):
                 return call
-            if call.get("start", 0) > start:
-                break
         return None
 
     def enclosing(self, event: dict, names: tuple[str, ...]) -> dict | None:

@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from ctxlab.stacks import user_stack
+from ctxlab.tracing.frames import user_stack
 
 # module -> functions that take an array another library made
 CONSUMERS: dict[str, tuple[str, ...]] = {

@@ -2,7 +2,7 @@
 green, on which device, which context each stream, event and allocation belongs to, which contexts did
 work, which were destroyed and by what. Built once per stream of events (``facts(stream)``).
 
-Everything comes from the calls' kept parameters (``ctxlab.trace_fields``: the handle ``cuStreamCreate``
+Everything comes from the calls' kept parameters (``ctxlab.tracing.fields``: the handle ``cuStreamCreate``
 wrote, the context ``cuCtxCreate`` made, ...) and CUPTI's resource events; nothing is guessed from names.
 """
 

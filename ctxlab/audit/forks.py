@@ -20,7 +20,7 @@ import sys
 import threading
 from types import FrameType
 
-from ctxlab.stacks import frame_stack, user_stack
+from ctxlab.tracing.frames import frame_stack, user_stack
 
 CUDA_MODULES = ("cupy", "cupyx", "cupy_backends", "cuda", "torch.cuda", "numba.cuda", "jax", "jaxlib", "pycuda")
 

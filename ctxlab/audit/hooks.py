@@ -1,5 +1,5 @@
 """What the audit reads of the driver's calls beyond their names and statuses, from the parameters the
-tracer's C callback kept (``ctxlab.trace_fields``; ``Tracer(launch_arguments=True, annotate=...)``).
+tracer's C callback kept (``ctxlab.tracing.fields``; ``Tracer(launch_arguments=True, annotate=...)``).
 
 Two rules need it:
 

@@ -29,7 +29,7 @@ class Guard:
 
     def __init__(self) -> None:
         from ctxlab.audit.hooks import AuditHooks
-        from ctxlab.audit.run import tracer_options
+        from ctxlab.audit.observe import tracer_options
         from ctxlab.trace import Tracer, TraceUnavailable
 
         try:

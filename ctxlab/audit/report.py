@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 from urllib.parse import quote
 
-from ctxlab import __version__
 from ctxlab.audit.engine import Finding
 from ctxlab.audit.rules import RULES, Rule
 from ctxlab.records.schema import AUDIT_SCHEMA
 from ctxlab.report.escape import one_line, terminal, xml
 from ctxlab.report.screen import Screen, text_width, wrap
+from ctxlab.version import __version__
 
 AUDIT_FORMATS = ("table", "json", "junit", "sarif")
 SCHEMA = AUDIT_SCHEMA
@@ -24,11 +24,24 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 
 
+def ending_text(result) -> str:
+    """How the program ended, in words."""
+    ending = result.ending or {}
+    how = ending.get("how", "exit")
+    if how == "exit":
+        return f"the program exited with status {result.exit_status}"
+    if how == "signal":
+        return f"the program {ending.get('detail') or 'died by a signal'} (status {result.exit_status})"
+    return f"the program {ending.get('detail') or 'was stopped'}"
+
+
 def summary_line(result) -> str:
-    """The one line on standard error: counts by severity and the program's exit status."""
+    """The one line on standard error: counts by severity, probes, and how the program ended."""
     counts = result.counts()
-    return (f"ctxlab audit: {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info; "
-            f"the program exited with status {result.exit_status}")
+    probes = sum(p.get("count", 0) for p in result.probes)
+    probed = f", {probes} library probe(s) handled" if probes else ""
+    return (f"ctxlab audit: {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info"
+            f"{probed}; {ending_text(result)}")
 
 
 def render(result, fmt: str, screen: Screen | None = None) -> str:
@@ -53,7 +66,8 @@ def rule_dict(rule: Rule) -> dict:
 def render_json(result) -> str:
     """The audit as JSON (schema ctxlab-audit/1)."""
     doc = {"schema": SCHEMA, "program": result.program, "exit_status": result.exit_status,
-           "counts": result.counts(), "findings": [f.as_dict() for f in result.findings],
+           "ending": result.ending, "counts": result.counts(), "findings": [f.as_dict() for f in result.findings],
+           "probes": result.probes, "threads": result.threads,
            "rules": [rule_dict(r) for r in RULES], "forks": result.forks, "exceptions": result.exceptions,
            "stats": result.stats}
     return json.dumps(doc, indent=1) + "\n"
@@ -82,6 +96,8 @@ def render_table(result, screen: Screen | None = None) -> str:
     screen = screen or Screen()
     width = screen.width
     lines = wrap(terminal(f"audit of {one_line(result.program)}"), width)
+    if (result.ending or {}).get("how", "exit") != "exit":
+        lines.extend(wrap(terminal(one_line(f"  {ending_text(result)}")), width))
     if not result.findings:
         lines.append("  no hazards found")
 
@@ -106,6 +122,10 @@ def render_table(result, screen: Screen | None = None) -> str:
         for frame in f.stack[1:4]:
             block(f"from {frame} in {frame.function}")
         block(f"evidence: ctxlab claims ({f.claim})")
+    for probe in result.probes:
+        block(f"probe: {probe['call']} returned {probe['status']} {probe['count']} time(s), made by "
+              f"{probe.get('library') or 'a library'} on purpose ({probe.get('why') or 'catalogued'})", first="  ",
+              rest="    ")
     lines.extend(wrap(terminal(one_line(summary_line(result))), width))
     return "\n".join(lines) + "\n"
 

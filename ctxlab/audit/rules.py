@@ -13,7 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ctxlab.audit.engine import SEVERITIES, Finding, Hit, Stream, finding
+from ctxlab.audit.endings import program_crashed, program_hung
+from ctxlab.audit.engine import SEVERITIES, Finding, Hit, RunInfo, Stream, finding
+from ctxlab.audit.failures import failed_call, sticky_error
+from ctxlab.audit.rules_classes import (
+    capture_violation,
+    freed_memory_used,
+    handle_destroyed,
+    launch_config,
+    out_of_memory,
+)
 from ctxlab.audit.rules_context import (
     cross_context_handle,
     destroyed_while_current,
@@ -25,13 +34,20 @@ from ctxlab.audit.rules_context import (
     reset_with_live_allocations,
     several_runtime_copies,
 )
-from ctxlab.audit.rules_handles import failed_call, handle_from_another_context, non_primary_current, unordered_handover
+from ctxlab.audit.rules_handles import handle_from_another_context, non_primary_current, unordered_handover
 from ctxlab.audit.rules_lifetimes import context_leak, stray_context, used_after_teardown
 
 # Functions whose calls carry the user's stack in an audit besides the tracer's context functions and every
 # failing call (and the first call of each function per thread and context).
+# Launches carry one so that a sticky error can be traced to the launch that caused it (a loop launching from
+# one line reuses the stack the C side walked last), and the calls that can end or pin a capture.
 AUDIT_CALLBACKS = ("cuMemAlloc_v2", "cuMemAlloc", "cuCtxSynchronize", "cudaDeviceReset", "cuStreamCreate",
-                   "cuStreamCreateWithPriority", "cuEventCreate", "cuEventRecord", "cuEventRecordWithFlags")
+                   "cuStreamCreateWithPriority", "cuEventCreate", "cuEventRecord", "cuEventRecordWithFlags",
+                   "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
+                   "cuLaunchCooperativeKernel", "cuLaunchHostFunc", "cuGraphLaunch", "cudaLaunchKernel",
+                   "cudaLaunchKernelExC", "cudaGraphLaunch", "cuStreamBeginCapture_v2", "cudaStreamBeginCapture",
+                   "cuStreamDestroy_v2", "cuEventDestroy_v2", "cuModuleUnload", "cuMemFree_v2", "cudaFree",
+                   "cudaMalloc", "cudaStreamSynchronize", "cudaDeviceSynchronize", "cuStreamSynchronize")
 
 
 @dataclass(frozen=True)
@@ -45,6 +61,8 @@ class Rule:
     claim: str  # the claim id of the lab that demonstrates it
     predicate: Callable[[Stream], list[Hit]]
     cannot_see: str  # what the rule cannot see
+    # a finding of this rule is dropped where one of these explains the same thread's calls ("*": on any thread)
+    superseded_by: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
@@ -150,7 +168,8 @@ RULES: tuple[Rule, ...] = (
          "lifecycle.set-device-initialises", stray_context,
          "Judges primary contexts made while tracing: a context made before tracing began, or one whose only use "
          "is a kernel launched through a graph the tracer cannot see, is not judged; memory it holds is not "
-         "measured (the allocations made in it are counted)."),
+         "measured (the allocations made in it are counted).",
+         superseded_by=("non-primary-current", "*fork-after-init")),
     Rule("context-leak", "warning", "A context pushed and never popped, popped wrongly, or never destroyed",
          "A context the program created stays alive until cuCtxDestroy: one made per request or per thread and "
          "never destroyed holds its memory for good. A thread that ends with contexts pushed leaves them retained; "
@@ -175,7 +194,8 @@ RULES: tuple[Rule, ...] = (
          "lifecycle.runtime-uses-created-context", non_primary_current,
          "Sees runtime calls that do work (not queries) and primary-context retains made by a library while a "
          "context created with cuCtxCreate is current; a library that uses the driver API alone and never asks "
-         "for the primary context is not judged. Reported once per thread and context."),
+         "for the primary context is not judged. Reported once per thread and context.",
+         superseded_by=("cross-context-handle",)),
     Rule("used-after-teardown", "error", "Memory, a stream or an event used after its context was destroyed",
          "Destroying a context (cuCtxDestroy, releasing the primary context to zero) frees its memory, streams and "
          "events. A destructor or an atexit handler that frees or uses them afterwards gets "
@@ -193,40 +213,102 @@ RULES: tuple[Rule, ...] = (
          "streams, with no synchronisation or event between by the consumer's return, count as pending. A JAX array "
          "handed over through __dlpack__ is ordered by JAX itself (its array waits for its own events) and is not "
          "judged; the consumer's stream is not known, so work it already waits for by other means may be counted."),
+    Rule("sticky-error", "error", "A kernel faulted: the context is poisoned, every later call fails",
+         "An illegal address, a misaligned access, a device-side assert, a launch failure or an illegal instruction "
+         "in a kernel is sticky: the context cannot be used any more, and every later call into it, of every "
+         "library, returns the error. Launches are asynchronous, so the error surfaces at a later synchronisation "
+         "or copy, far from its cause. The finding names the launches made into the context since its last "
+         "successful synchronisation (the newest first), folds every later failing call into one finding, and "
+         "with --pin re-runs the program with launches serialised (CUDA_LAUNCH_BLOCKING=1) to name the launch.",
+         "interop.blast", sticky_error,
+         "Knows launches made while tracing through cuLaunchKernel*, cuLaunchCooperativeKernel, cudaLaunchKernel "
+         "and graph launches; kernel names come from cuFuncGetName (CUDA 12.3+), so a runtime launch whose driver "
+         "launch the runtime hides is named by its call. Without --pin the faulting launch is one of those named, "
+         "not certainly the newest."),
+    Rule("capture-violation", "error", "A call that breaks a CUDA graph capture in progress",
+         "While a stream captures a graph, calls that would synchronise or use the legacy stream (a synchronous "
+         "copy, cudaMalloc, a device or stream synchronisation) are not allowed; in global mode (PyTorch's "
+         "default) such a call from any thread is refused. The call fails and the capture is invalidated: its "
+         "end call fails too.",
+         "lifecycle.runtime-uses-created-context", capture_violation,
+         "Follows captures begun and ended while tracing (cuStreamBeginCapture*, cudaStreamBeginCapture); a call "
+         "that fails with a capture status when no capture was recorded is named with the last capture begun."),
+    Rule("freed-memory-used", "error", "Memory used or freed again after it was freed",
+         "A pointer freed with cuMemFree or cudaFree may already back another allocation: freeing it again "
+         "returns CUDA_ERROR_INVALID_VALUE (or frees someone else's memory), and copying, setting or passing it to "
+         "a kernel reads or writes memory that is no longer yours (an illegal address, or silent corruption).",
+         "refcount.after-last-release", freed_memory_used,
+         "Follows allocations made while tracing through cuMemAlloc* and cudaMalloc (not a library pool's reuse of "
+         "its own blocks, which never reaches the driver); kernel arguments are read only for launches whose "
+         "arguments the tracer kept (after a free, or with memory of several contexts)."),
+    Rule("handle-destroyed", "error", "A stream, event or module used after it was destroyed",
+         "cuStreamDestroy, cuEventDestroy and cuModuleUnload end a handle's life; a later call passing it gets "
+         "CUDA_ERROR_INVALID_HANDLE or CUDA_ERROR_INVALID_CONTEXT, or, where its value was reused, works on "
+         "another object.",
+         "migrate.state-follows-context", handle_destroyed,
+         "Knows the handles made and destroyed while tracing by the driver calls that take them."),
+    Rule("out-of-memory", "error", "An allocation ran out of memory while the process held memory elsewhere",
+         "An allocation failed for lack of GPU memory. The finding says what the process itself held then: the "
+         "bytes each library allocated and did not free (CuPy's and PyTorch's pools keep freed memory for reuse) "
+         "and the contexts alive on that GPU, each with memory of its own.",
+         "lifecycle.set-device-initialises", out_of_memory,
+         "Counts allocations made through cuMemAlloc* and cudaMalloc while tracing; memory of other processes and "
+         "a context's own reservation are not measured."),
+    Rule("launch-config", "error", "A kernel launch refused for its configuration",
+         "A launch whose block has more than 1024 threads, a depth over 64, or more dynamic shared memory than "
+         "the kernel may use without cuFuncSetAttribute is refused (CUDA_ERROR_INVALID_VALUE, invalid "
+         "configuration argument); a block whose registers do not fit fails with too many resources requested.",
+         "migrate.driver-call-without-context", launch_config,
+         "Reads grid, block and shared memory of cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and "
+         "cudaLaunchKernel (a grid's depth is not kept)."),
+    Rule("program-crashed", "error", "The program died by a signal",
+         "A segfault, an abort or a SIGKILL ends the process without a Python traceback. The audit runs the "
+         "program in a child whose CUDA calls go to shared memory as they happen, so everything up to the crash is "
+         "reported, with where the crashing thread was (faulthandler's stacks) and the CUDA call it was inside.",
+         "lifecycle.set-device-initialises", program_crashed,
+         "A SIGKILL leaves no Python stack: the thread's last recorded call is named instead."),
+    Rule("program-hung", "error", "The program hung inside a CUDA call",
+         "A thread stayed inside one CUDA call: past the audit's --timeout, with no CUDA progress for --stall "
+         "seconds, or until the program ended itself with os._exit. The finding names the call each stuck thread "
+         "was inside and for how long, whether it held the GIL, its Python stack, and the work it waits for (host "
+         "functions and kernels launched before it).",
+         "migrate.driver-call-without-context", program_hung,
+         "A thread that waits in Python (a lock, a queue) is named with the others' positions, not as a finding "
+         "of its own; whether a host function is still running is inferred from its launch and the stuck "
+         "synchronisation."),
+    Rule("failed-call", "error", "A CUDA call failed",
+         "Every call that returned anything but success and that no rule above explains and no library probed on "
+         "purpose: the finding says what the call met (the thread's current context and who made it, the "
+         "runtime's device, the contexts and lives of the handles and memory it passed, a sticky error, a capture "
+         "in progress) and who made the call.",
+         "migrate.driver-call-without-context", failed_call,
+         "A library's failing call that it handles itself is told apart only by evidence: a successful call "
+         "around it, or the probe catalogue (ctxlab.audit.probes), each entry backed by a clean program."),
 )
 
-SECONDARY = ("failed-call",)  # judged last, over what no other rule explained
-FAILED_CALL = Rule("failed-call", "warning", "A call failed with a context error no other rule explains",
-                   "CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_CONTEXT_IS_DESTROYED and "
-                   "initialisation errors are what users see of context mistakes; the finding names the context "
-                   "event before the call (on its thread, else a destroy elsewhere), or says none was seen.",
-                   "migrate.driver-call-without-context", lambda s: [],
-                   "Names the last context event before the call, which may not be its cause; probes (cuCtxGet*) "
-                   "and driver calls a runtime makes beneath its own calls are not reported.")
-
-RULES_BY_ID = {rule.id: rule for rule in (*RULES, FAILED_CALL)}
-# A finding of the first rule is dropped where one of the second explains the same thread's calls ("*": a
-# finding of that rule on any thread).
-SUPERSEDED = {"non-primary-current": ("cross-context-handle",),
-              "stray-context": ("non-primary-current", "*fork-after-init")}
+RULES_BY_ID = {rule.id: rule for rule in RULES}
 
 
 def judge(events: list[dict], forks: list[dict] | None = None, exceptions: list[dict] | None = None,
-          rules=None) -> list[Finding]:
-    """Every rule over the recorded events: the findings, errors first, then in time order. Then the failing
-    calls no finding explains get ``failed-call`` (when the default rules run)."""
-    stream = Stream(list(events), list(forks or ()), list(exceptions or ()))
+          rules=None, run: RunInfo | None = None) -> list[Finding]:
+    """Every rule over the recorded events: the findings, errors first, then in time order."""
+    return judge_stream(Stream(list(events), list(forks or ()), list(exceptions or ()), run=run), rules)
+
+
+def judge_stream(stream: Stream, rules=None) -> list[Finding]:
+    """The rules, in their tuple's order, over one stream: each rule's findings mark the calls they account for
+    (``Stream.explained``), which the later rules read (``failed-call``, last, reports what no rule explained);
+    then a finding of a rule superseded by another's on the same thread is dropped."""
     hits: list[tuple[Rule, Hit]] = []
     for rule in rules if rules is not None else RULES:
-        hits.extend((rule, hit) for hit in rule.predicate(stream))
+        found = rule.predicate(stream)
+        for hit in found:
+            stream.explained.update(id(e) for e in (hit.event, *hit.calls))
+        hits.extend((rule, hit) for hit in found)
     threads = {(rule.id, hit.event.get("tid")) for rule, hit in hits} | {(rule.id, "*") for rule, hit in hits}
     hits = [(rule, hit) for rule, hit in hits
             if not any((other.lstrip("*"), "*" if other.startswith("*") else hit.event.get("tid")) in threads
-                       for other in SUPERSEDED.get(rule.id, ()))]
-    if rules is None:  # the failing calls of threads no finding is about, that no finding explains
-        explained = {id(e) for _, hit in hits for e in (hit.event, *hit.calls)}
-        busy = {hit.event.get("tid") for rule, hit in hits if rule.severity in ("error", "warning")}
-        hits.extend((FAILED_CALL, hit) for hit in failed_call(stream, explained) if hit.event.get("tid") not in busy)
+                       for other in rule.superseded_by)]
     out = [(SEVERITIES.index(rule.severity), hit.event.get("start", 0), finding(rule, hit, stream))
            for rule, hit in hits]
     return [f for _, _, f in sorted(out, key=lambda t: (t[0], t[1]))]

@@ -1,10 +1,10 @@
 """Predicates of the rules about handles and the context they belong to: a stream or event of another
 context, a runtime library working under a context it did not make, a hand-over between libraries with no
-stream order, and the failing calls no other rule explains."""
+stream order."""
 
 from __future__ import annotations
 
-from ctxlab.audit.engine import Hit, Stream, call_text
+from ctxlab.audit.engine import Hit, Stream
 from ctxlab.audit.facts import facts
 
 RECORDS = ("cuEventRecord",)
@@ -15,17 +15,10 @@ RUNTIME_QUERIES = ("cudaGetDevice", "cudaGetDeviceCount", "cudaGetLastError", "c
                    "cudaDriverGetVersion", "cudaRuntimeGetVersion", "cudaDeviceGetAttribute",
                    "cudaGetDeviceProperties", "cudaPointerGetAttributes", "cudaGetErrorString", "cudaGetErrorName",
                    "cudaDeviceCanAccessPeer", "cudaGetDriverEntryPoint", "cudaSetDevice", "cudaFuncGetAttributes")
-FOUR = {"CUDA_ERROR_INVALID_CONTEXT": "no or a wrong context", "CUDA_ERROR_INVALID_HANDLE": "a handle of another "
-        "context or one destroyed", "CUDA_ERROR_CONTEXT_IS_DESTROYED": "a destroyed context",
-        "CUDA_ERROR_NOT_INITIALIZED": "CUDA not initialised (a forked child?)",
-        "cudaErrorInvalidResourceHandle": "a handle of another context or one destroyed",
-        "cudaErrorContextIsDestroyed": "a destroyed context", "cudaErrorInitializationError": "CUDA not initialised",
-        "cudaErrorInvalidDevice": "a device that is not there"}
 # Producers whose __dlpack__(stream=...) makes the consumer's stream wait for the array itself, whichever of
 # the producer's streams made it (a JAX array carries its definition events), not just a current stream.
 ORDERED_PRODUCERS = ("jax", "jaxlib")
-PROBES = ("cuCtxGet", "cuDevicePrimaryCtxGetState", "cuPointerGetAttribute", "cuGetProcAddress", "cuFuncGetParamInfo",
-          "cuGetExportTable")
+
 
 
 def _thread(e: dict) -> str:
@@ -125,44 +118,3 @@ def unordered_handover(s: Stream) -> list[Hit]:
                            f"first, or make the producer's stream current while handing over so that the protocol "
                            f"orders it (DLPack with the consumer's stream, CAI v3 with its stream)"))
     return hits
-
-
-def failed_call(s: Stream, explained: set[int]) -> list[Hit]:
-    """Each call that failed with one of the errors users see from context mistakes and no other rule
-    explained: the context event on its thread (or anywhere) that came before it, or that none was seen."""
-    hits, seen = [], set()
-    for e in s.calls:
-        status = e.get("status")
-        if status not in FOUR or id(e) in explained or e.get("from") == "callback":
-            continue
-        if e.get("name", "").startswith(PROBES):
-            continue
-        key = (e.get("tid"), e.get("name"), status)
-        if key in seen:
-            continue
-        seen.add(key)
-        cause = _last_context_event(s, e)
-        why = (f"the last context event before it was {call_text(cause)}" if cause is not None
-               else "no context event was seen before it on its thread (a thread that never had a context, a "
-                    "handle made before tracing began, or a library's own state)")
-        hits.append(Hit(e, f"{e['name']} on thread {_thread(e)} returned {status} ({FOUR[status]}); {why}",
-                        calls=tuple(x for x in (cause, e) if x is not None),
-                        related=(("after", cause),) if cause is not None else ()))
-    return hits
-
-
-def _last_context_event(s: Stream, e: dict) -> dict | None:
-    """The last push, pop, set, create, destroy, release or reset before the call, on its thread first."""
-    names = ("cuCtxPushCurrent", "cuCtxPopCurrent", "cuCtxSetCurrent", "cuCtxCreate", "cuCtxDestroy",
-             "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset", "cudaDeviceReset", "CONTEXT_DESTROY_STARTING")
-    mine = other = None
-    for x in s.events:
-        if x.get("start", 0) >= e.get("start", 0):
-            break
-        if x.get("name", "").startswith(names):
-            if x.get("tid") == e.get("tid"):
-                mine = x
-            elif x.get("name", "").startswith(("cuCtxDestroy", "cuDevicePrimaryCtx", "cudaDeviceReset",
-                                              "CONTEXT_DESTROY")):
-                other = x
-    return mine if mine is not None else other

@@ -1,30 +1,30 @@
-"""Run a program under the tracer for the audit and judge what it did.
-
-The program runs in this process, as ``ctxlab trace`` runs it (``ctxlab.program``), with three
-additions: the tracer takes the user's Python stack in its callbacks (``stacks=True``) and gives a
-callback to a few more functions the rules judge (``AUDIT_CALLBACKS``); exceptions the program does
-not catch (main thread and other threads) are kept with their stacks; children it forks are watched
-(``ctxlab.audit.forks``).
+"""Run a program for the audit and judge what it did: the program runs in a traced child
+(``ctxlab.audit.observe`` there, through ``ctxlab.tracing.supervise``), the parent reads its flight recording
+however it ended (exit, exception, ``os._exit``, a signal, a hang stopped at the time limit), replays the
+calls into the state model and runs the rules (``ctxlab.audit.rules``). With ``pin``, a sticky error is
+pinned to its launch by a second run with launches serialised (``CUDA_LAUNCH_BLOCKING=1``).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ctxlab.audit.engine import Finding
-from ctxlab.audit.exchange import ExchangeHook
-from ctxlab.audit.forks import ForkWatch, read_log
+from ctxlab.audit.engine import Finding, RunInfo, Stream
+from ctxlab.audit.failures import kernel_of, probes
+from ctxlab.audit.forks import read_log
 from ctxlab.audit.hooks import AuditHooks
-from ctxlab.audit.rules import AUDIT_CALLBACKS, judge
-from ctxlab.program import shown_path, trace_program
-from ctxlab.stacks import traceback_stack
-from ctxlab.tracer import renew_locks_after_fork
+from ctxlab.audit.observe import FORKS
+from ctxlab.audit.rules import judge_stream
+from ctxlab.audit.state import model
+from ctxlab.tracing.program import shown_path
+from ctxlab.tracing.supervise import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, Supervised, events_of, run_supervised
 
 EXIT_HAZARD = 3
+PIN_ENV = {"CUDA_LAUNCH_BLOCKING": "1"}
 
 
 @dataclass
@@ -32,11 +32,14 @@ class AuditResult:
     """What the audit found in one run of a program."""
 
     program: str
-    exit_status: int  # the program's own
+    exit_status: int  # the program's own (128 + N for a signal)
     findings: list[Finding]
     stats: dict = field(default_factory=dict)
     forks: list[dict] = field(default_factory=list)
     exceptions: list[dict] = field(default_factory=list)
+    ending: dict = field(default_factory=dict)  # how the program ended (ctxlab.tracing.supervise.Ending)
+    probes: list[dict] = field(default_factory=list)  # failing calls libraries made on purpose and handled
+    threads: list[dict] = field(default_factory=list)  # each thread at the end: its last call, the one it was in
 
     @property
     def errors(self) -> list[Finding]:
@@ -56,94 +59,132 @@ class AuditResult:
         return out
 
 
-def describe_exception(exc: BaseException, tid: int | None, thread: str) -> dict:
-    """An uncaught exception of the program as the engine reads it: text, CUDA status name, user frame."""
-    text = f"{type(exc).__name__}: {exc}"
-    module = type(exc).__module__ or ""
-    return {"tid": tid, "thread": thread, "type": type(exc).__name__, "message": text[:4000],
-            "stack": traceback_stack(exc.__traceback__),
-            "cuda": any(word in module for word in ("cupy", "cuda", "torch")) or "CUDA" in text or "cuda" in text}
-
-
-def _initialised(tracer) -> bool:
-    """Whether the traced process has initialised CUDA: CU_INIT_FINISHED seen, or any call a callback saw."""
-    if tracer is None:
-        return False
-    return bool(tracer.cuda_initialised or tracer.stats.get("callbacks"))
-
-
-def _renew_locks(tracer) -> None:
-    """In a forked child: the tracer's locks as new."""
-    renew_locks_after_fork(tracer)
-
-
-def tracer_options(hooks: AuditHooks) -> dict:
-    """The Tracer options of an audited run: the user's stacks, the calls the rules judge with a stack, the
-    launches' arguments, and these hooks' replay of each batch of calls."""
-    return {"stacks": True, "extra_callbacks": AUDIT_CALLBACKS, "launch_arguments": True,
-            "annotate": hooks.annotate}
-
-
-def audit_program(code: str | None = None, module: str | None = None, argv: list[str] | tuple = (),
-                  calls_mode: str = "context") -> AuditResult:
-    """Run the program (``-c`` code, ``-m`` module, or a script and its arguments) under the tracer, judge it."""
-    argv = list(argv)
-    program = code or module or shown_path(argv[0])
-    exceptions: list[dict] = []
-    fd, log = tempfile.mkstemp(prefix="ctxlab-audit-forks.", suffix=".jsonl")
-    os.close(fd)
-    holder: dict = {}
-    watch = ForkWatch(log, lambda: _initialised(holder.get("tracer")),
-                      on_child=lambda: _renew_locks(holder.get("tracer")))
-    saved_hook = threading.excepthook
+def _stream(sup: Supervised, forks: list[dict], pinned: dict | None = None) -> tuple[Stream, AuditHooks]:
+    """The recorded calls, the child's notes and the replayed hooks as one stream, with how the run ended."""
+    flight = sup.flight
+    events = events_of(sup)
+    exceptions = [n for n in sup.notes if n.get("kind") == "exception"]
+    exits = [n for n in sup.notes if n.get("kind") == "exit"]
+    last: dict = {}
+    for e in events:
+        last[e.get("tid")] = max(last.get(e.get("tid"), 0), e.get("end", e.get("start", 0)))
+    if flight is not None:
+        for tid in flight.ended:
+            if tid in last and flight.threads.get(tid):
+                events.append({"domain": "audit", "name": "THREAD_ENDED", "tid": tid, "start": last[tid] + 1})
     hooks = AuditHooks()
+    events += hooks.annotate([e for e in events if e.get("domain") == "driver"])
+    events.sort(key=lambda e: (e.get("start", 0), -e.get("end", e.get("start", 0))))
+    names = flight.threads if flight is not None else {}
+    for seq, e in enumerate(events):
+        e["seq"] = seq
+        e.setdefault("thread", names.get(int(e.get("tid") or 0)) or f"thread {e.get('tid')}")
+    info = RunInfo(ending=sup.ending.as_dict(), exits=exits, fatal=sup.fatal, dumps=sup.dumps, pinned=pinned or {})
+    if flight is not None:
+        info.open_calls, info.kernels, info.idents, info.threads = (flight.open_calls, flight.kernels, flight.idents,
+                                                                     flight.threads)
+        for call in flight.open_calls:
+            started = flight.wall(call.since)
+            if started:
+                info.seconds_inside[call.tid] = max(0.0, sup.ended_at - started)
+    return Stream(events, forks, exceptions, run=info), hooks
 
-    def thread_hook(args) -> None:
-        if args.exc_value is not None and args.exc_type is not SystemExit:
-            thread = args.thread
-            exceptions.append(describe_exception(args.exc_value, getattr(thread, "native_id", None),
-                                                 getattr(thread, "name", "?")))
-        saved_hook(args)
 
-    def main_hook(exc: BaseException) -> None:
-        exceptions.append(describe_exception(exc, threading.get_native_id(), threading.current_thread().name))
+def _threads(stream: Stream) -> list[dict]:
+    """Each thread that made calls, as it was at the end: its last call, the call it was inside."""
+    run = stream.run
+    inside = {c.tid: c for c in (run.open_calls if run is not None else ())}
+    out = []
+    for tid, items in stream.by_tid.items():
+        calls = [e for e in items if e.get("domain") in ("driver", "runtime")]
+        if not calls:
+            continue
+        last = calls[-1]
+        row = {"tid": tid, "thread": last.get("thread", "?"), "calls": len(calls),
+               "last_call": {"name": last.get("name"), "status": last.get("status"),
+                             "location": (last.get("stack") or [None])[0]}}
+        if tid in inside:
+            row["inside"] = inside[tid].as_dict(run.seconds_inside.get(tid) if run is not None else None)
+        out.append(row)
+    return out
 
-    def started(tracer) -> None:
-        holder["tracer"] = tracer
-        holder["exchange"] = exchange = ExchangeHook(tracer.note, tracer.timestamp)
-        exchange.install()
 
-    threading.excepthook = thread_hook
-    watch.install()
-    try:
-        status, tracer, stats = trace_program(code, module, argv, calls_mode=calls_mode, on_exception=main_hook,
-                                              on_start=started, **tracer_options(hooks))
-        forks = read_log(log)
-    finally:
-        if "exchange" in holder:
-            holder["exchange"].close()
-        watch.close()
-        threading.excepthook = saved_hook
-        try:
-            os.unlink(log)
-        except OSError:
-            pass
-    findings = judge(tracer.events, forks=forks, exceptions=exceptions)
-    # the launches CUPTI recorded, against the launch hook's callbacks (stats): more callbacks than driver
-    # records means the runtime's launches reach cuLaunchKernel beneath them, where the hook reads them
+def judge_run(program: str, sup: Supervised, forks: list[dict], pinned: dict | None = None) -> AuditResult:
+    """The audit of one supervised run."""
+    stream, hooks = _stream(sup, forks, pinned)
+    findings = judge_stream(stream)
+    flight = sup.flight
     launches = {"driver": 0, "runtime": 0}
-    for e in tracer.events:
+    for e in stream.calls:
         if e["domain"] in launches and e["name"].startswith(("cuLaunch", "cudaLaunch")) and "from" not in e:
             launches[e["domain"]] += 1
-    stats = {**stats, "forks": len(forks), "uncaught_exceptions": len(exceptions), **hooks.summary(),
-             "handovers": holder["exchange"].count if "exchange" in holder else 0,
-             "launch_records": launches}
-    return AuditResult(program=program, exit_status=status, findings=findings, stats=stats, forks=forks,
-                       exceptions=exceptions)
+    stats = {**(sup.result.get("stats") or {}), **hooks.summary(), "launch_records": launches,
+             "api_calls": len(stream.calls), "forks": len(forks), "uncaught_exceptions": len(stream.exceptions),
+             **(flight.counts if flight is not None else {"recording": sup.unreadable})}
+    return AuditResult(program=program, exit_status=sup.ending.status, findings=findings, stats=stats, forks=forks,
+                       exceptions=stream.exceptions, ending=sup.ending.as_dict(), probes=probes(stream),
+                       threads=_threads(stream))
 
 
-def audit_code(code: str | None = None, module: str | None = None, argv: Sequence[str] = ()) -> AuditResult:
-    """Run a Python program in this process under the tracer and judge it, as ``ctxlab audit`` does: ``code``
-    (as ``-c``), ``module`` (as ``-m``) or a script ``argv[0]`` with its arguments. ``ctxlab.audit(...)`` and
-    ``ctxlab.api.audit`` are this function."""
-    return audit_program(code=code, module=module, argv=list(argv))
+def pinned_launches(sup: Supervised, forks: list[dict]) -> list[dict]:
+    """From a run with launches serialised: for each context's sticky error in time order, the launch that
+    faulted (the failing launch itself, or the last launch that returned before the error surfaced)."""
+    stream, _ = _stream(sup, forks)
+    m = model(stream)
+    out = []
+    for ctx, first in sorted(m.sticky.items(), key=lambda item: item[1].get("start", 0)):
+        launch: dict | None = None
+        if first.get("name", "").startswith(("cuLaunch", "cudaLaunch")):
+            launch = first
+        else:
+            before = m.launches_before(ctx, first.get("start", 0), limit=1)
+            launch = before[0] if before else None
+        if launch is None:
+            continue
+        frame = (launch.get("stack") or [[None, None]])[0]
+        out.append({"kernel": kernel_of(stream, launch), "thread": launch.get("thread", "?"),
+                    "place": f" at {frame[0]}:{frame[1]}" if frame[0] else "", "event": launch})
+    return out
+
+
+def audit_program(code: str | None = None, module: str | None = None, argv: Sequence[str] = (), *,
+                  timeout: float = DEFAULT_TIMEOUT_S, stall: float = DEFAULT_STALL_S, pin: bool = False,
+                  keep: str | None = None) -> AuditResult:
+    """Run the program (``-c`` code, ``-m`` module, or a script and its arguments) in a traced child and judge it.
+
+    ``timeout`` and ``stall`` (seconds, 0: none) bound a hang; ``pin`` re-runs a program that met a sticky error
+    with launches serialised to name the faulting launch; ``keep`` keeps the flight recording in that folder."""
+    argv = list(argv)
+    if code is None and module is None and argv and not os.path.isfile(argv[0]):
+        raise FileNotFoundError(2, "No such file", argv[0])
+    program = code or module or shown_path(argv[0])
+    sup, forks = _run(code, module, argv, timeout, stall, keep, None)
+    result = judge_run(program, sup, forks)
+    if pin and any(f.rule == "sticky-error" for f in result.findings):
+        again, again_forks = _run(code, module, argv, timeout, stall, None, PIN_ENV)
+        exact = pinned_launches(again, again_forks)
+        stream, _ = _stream(sup, forks)
+        contexts = [ctx for ctx, _e in sorted(model(stream).sticky.items(), key=lambda i: i[1].get("start", 0))]
+        result = judge_run(program, sup, forks, dict(zip(contexts, exact, strict=False)))
+        result.stats["pinned_launches"] = len(exact)
+    return result
+
+
+def _run(code, module, argv, timeout, stall, keep, env) -> tuple[Supervised, list[dict]]:
+    """One supervised run of the audit's child, and the children it forked."""
+    folder = keep or tempfile.mkdtemp(prefix="ctxlab-audit.")
+    try:
+        sup = run_supervised("audit", code, module, argv, timeout=timeout, stall=stall, env=env, keep=folder)
+        log = os.path.join(folder, FORKS)
+        return sup, read_log(log) if os.path.exists(log) else []
+    finally:
+        if keep is None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def audit_code(code: str | None = None, module: str | None = None, argv: Sequence[str] = (), **options) -> AuditResult:
+    """Run a Python program in a traced child and judge it, as ``ctxlab audit`` does: ``code`` (as ``-c``),
+    ``module`` (as ``-m``) or a script ``argv[0]`` with its arguments; ``options`` as ``audit_program``'s.
+    ``ctxlab.audit(...)`` and ``ctxlab.api.audit`` are this function."""
+    return audit_program(code=code, module=module, argv=list(argv), **options)
+

@@ -14,24 +14,29 @@ AUDIT_HELP = """Run a Python program under the tracer and report CUDA context ha
   ctxlab audit -- examples/hazards/no_context.py [ARGS]
   ctxlab audit --format sarif -o audit.sarif -m mypackage.tool [ARGS]
   ctxlab audit -c "import cupy; cupy.arange(3).sum()"
+  ctxlab audit --pin --timeout 120 -- train.py
 
 \b
 Rules (severity, the lab claim that demonstrates the hazard: ctxlab claims):
 {rules}
 
-Each finding names the rule, its severity, the host thread, the user's
-file:line, the driver and runtime calls involved and the claim. What the
-rules see: every driver and runtime call the program makes (CUPTI activity
-records: function, thread, time, status), the context functions and
-resource events (a Python callback each: exact context handle and the
-user's Python stack), and a few rarely called functions the rules judge
-(cuMemAlloc, cuCtxSynchronize, cudaDeviceReset). What they cannot see: a
-call with only an activity record (a kernel launch, most runtime calls)
-carries no Python stack; its location is the uncaught exception that
-named its status, or else the thread's last call that had a stack (marked
-approximate); the driver calls the runtime makes beneath its own calls are
-seen only for the context functions; pointers passed to kernels are not
-inspected. Children forked after CUDA initialised are watched through
+The program runs in a child process. ctxlab's C callback records every
+driver and runtime call it makes (function, thread, exact context,
+status, the parameters the rules follow, the user's Python stack of the
+context functions, launches, failing calls and the first call of each
+kind) into shared memory as it happens; this process replays the calls
+into a model of each thread's CUDA state and judges, whatever the end:
+an exit, an exception, os._exit, a crash (a signal: faulthandler's
+stacks of every thread are kept) or a hang (--timeout, --stall: each
+thread's call in progress and Python stack). Every failing call is a
+finding with the state it met, unless a library made it on purpose and
+handled it (a successful call around it, or the probe catalogue): those
+are listed apart as probes. Each finding names the rule, its severity,
+the host thread, the user's file:line, the calls involved and the claim.
+What the rules cannot see: a call made on a thread whose stack could not
+be taken carries no Python stack (its location is the thread's last call
+that had one, marked approximate); pointers stored in device memory are
+not followed. Children forked after CUDA initialised are watched through
 os.register_at_fork: the first call into a CUDA library module there is
 reported (fork-after-init).
 

@@ -9,7 +9,7 @@ import sys
 import click
 
 from ctxlab.cli.help import LazyHelpCommand, audit_help
-from ctxlab.cli.options import former_name, output_option, program_options
+from ctxlab.cli.options import former_name, output_option, program_options, run_limits
 from ctxlab.cli.report import say
 from ctxlab.cli.types import CtxlabError, OneLineCommand, domain_errors, no_gpu_line
 
@@ -54,12 +54,10 @@ class ProgramRan(SystemExit):
                    "cuDevicePrimaryCtx*, cuModule*, cuLibrary*, cuKernel*) and resource events; all: every call. "
                    "JSON and Perfetto output always hold every call.")
 @click.option("--calls", "calls_mode", type=click.Choice(["context", "all"]), default="context", show_default=True,
-              help="What gets a Python callback. context: the functions that make, bind or load into a context, "
-                   "and the resource events; every other call is recorded by CUPTI's activity buffers and shows the "
-                   "context its thread had current (cheap: about 1x on small CuPy launches on an H200); of the driver "
-                   "calls the runtime makes inside its own calls, only those functions are seen. all: every driver "
-                   "and runtime call, the runtime's queries beneath its calls too, each with its exact context "
-                   "handle; costs a Python call per API call (tens of times slower on small launches).")
+              help="Which calls carry the user's Python stack. Every driver and runtime call is recorded either "
+                   "way, by ctxlab's C callback, with its exact context. context: the functions that make, bind or "
+                   "load into a context, failing calls and the resource events; all: every call (a stack walk per "
+                   "call: slower on small launches).")
 @click.option("--thread", "thread_name", default=None, help="Show only the host thread with this name.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "perfetto"]), default="table", show_default=True,
               help="A tree per thread, the ordered calls as JSON, or Chrome/Perfetto trace-event JSON (open it in "
@@ -68,7 +66,8 @@ class ProgramRan(SystemExit):
 @output_option
 @program_options("Trace")
 @domain_errors
-def trace(only, calls_mode, thread_name, fmt, output, code, module, script_args):
+@run_limits
+def trace(only, calls_mode, thread_name, fmt, output, timeout, stall, code, module, script_args):
     """Run a Python program under CUPTI and show the driver calls beneath its runtime calls.
 
     \b
@@ -79,7 +78,9 @@ def trace(only, calls_mode, thread_name, fmt, output, code, module, script_args)
     The program's own output and exit status pass through; the trace follows it,
     and a line on standard error says how many calls were recorded and how long
     the program ran. The program picks its GPUs itself: every context on every
-    device is traced.
+    device is traced. It runs in a child process whose calls reach the trace
+    through shared memory, so a program that crashes or hangs still shows
+    every call up to then.
     """
     from ctxlab.cli.tracing import run_traced
     from ctxlab.trace import TraceUnavailable
@@ -87,7 +88,8 @@ def trace(only, calls_mode, thread_name, fmt, output, code, module, script_args)
     one_program(code, module, script_args, output)
     try:
         status = run_traced(code=code, module=module, argv=list(script_args), only=only, thread=thread_name,
-                            fmt=fmt, output=output, echo=click.echo, calls_mode=calls_mode, err=say)
+                            fmt=fmt, output=output, echo=click.echo, calls_mode=calls_mode, err=say,
+                            timeout=timeout, stall=stall)
     except TraceUnavailable as exc:
         raise tracer_unavailable(exc) from None
     except FileNotFoundError as exc:
@@ -102,10 +104,14 @@ def trace(only, calls_mode, thread_name, fmt, output, code, module, script_args)
               show_default=True,
               help="A table for people, JSON (schema ctxlab-audit/1), JUnit XML (a test case per rule) or SARIF "
                    "2.1.0 (for code scanning: results at the user's file:line).")
+@click.option("--pin", is_flag=True, default=False,
+              help="When a kernel faulted (a sticky error), run the program again with launches serialised "
+                   "(CUDA_LAUNCH_BLOCKING=1) and name the launch that faulted.")
+@run_limits
 @output_option
 @program_options("Audit")
 @domain_errors
-def audit(fmt, output, code, module, script_args):
+def audit(fmt, pin, timeout, stall, output, code, module, script_args):
     """Audit a Python program for CUDA context hazards (the help text is AUDIT_HELP with the rules)."""
     from ctxlab.audit.report import render, summary_line
     from ctxlab.audit.run import audit_program
@@ -115,7 +121,8 @@ def audit(fmt, output, code, module, script_args):
 
     one_program(code, module, script_args, output)
     try:
-        result = audit_program(code=code, module=module, argv=list(script_args))
+        result = audit_program(code=code, module=module, argv=list(script_args), timeout=timeout, stall=stall,
+                               pin=pin)
     except TraceUnavailable as exc:
         raise tracer_unavailable(exc) from None
     except FileNotFoundError as exc:

@@ -1,12 +1,12 @@
-"""``ctxlab trace``: run a Python program in this process under the tracer."""
+"""``ctxlab trace``: run a Python program in a traced child and show its calls."""
 
 from __future__ import annotations
 
 import json
 import sys
 
-from ctxlab.program import shown_path, trace_program
 from ctxlab.records.schema import TRACE_SCHEMA
+from ctxlab.tracing.program import shown_path
 
 
 def render(events: list[dict], fmt: str, program: str, only: str = "context", calls_mode: str = "context",
@@ -28,13 +28,16 @@ def render(events: list[dict], fmt: str, program: str, only: str = "context", ca
 
 
 def run_traced(code, module, argv, only, thread, fmt, output, echo, calls_mode: str = "context",
-               err=None) -> int:
-    """Run ``code``, ``module`` or the script in ``argv`` under the tracer, write the trace; return its exit status."""
+               err=None, timeout: float | None = None, stall: float | None = None) -> int:
+    """Run ``code``, ``module`` or the script in ``argv`` in a traced child, write the trace; return its exit
+    status (128 + N where it died by signal N)."""
     from ctxlab.output import write_output
+    from ctxlab.tracing.supervise import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, trace_supervised
 
     program = code or module or shown_path(argv[0])
-    status, tracer, stats = trace_program(code, module, argv, calls_mode=calls_mode)
-    events = tracer.events
+    status, events, stats, ending = trace_supervised(
+        code, module, list(argv), calls=calls_mode, timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout,
+        stall=DEFAULT_STALL_S if stall is None else stall)
     if thread:
         events = [e for e in events if e.get("thread") == thread]
     text = render(events, fmt, program, only=only, calls_mode=calls_mode, stats=stats)
@@ -44,8 +47,8 @@ def run_traced(code, module, argv, only, thread, fmt, output, echo, calls_mode: 
     else:
         echo(text, nl=False)
     if err is not None:
+        end = "" if ending.how == "exit" else f"; the program {ending.detail}: the calls up to then are shown"
         err(f"ctxlab trace: {stats['api_calls']} API calls, {stats['resource_events']} resource events "
-            f"({stats['records']} records kept by ctxlab's C callback, {stats.get('stacks', 0)} with the user's "
-            f"stack); the program ran {stats['program_seconds']:.3f} s, collecting the records took "
-            f"{stats['finish_seconds']:.3f} s after it")
+            f"({stats.get('records', 0)} records kept by ctxlab's C callback in its flight recorder, "
+            f"{stats.get('stacks', 0)} stacks); the program ran {ending.seconds:.3f} s{end}")
     return status

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 SCHEMA = "ctxlab/1"
 TRACE_SCHEMA = "ctxlab-trace/2"  # ctxlab trace --format json (/1: the events of the Python-callback tracer)
-AUDIT_SCHEMA = "ctxlab-audit/1"  # ctxlab audit --format json
+# ctxlab audit --format json; /2 adds ending, probes and threads (the program runs in a child since then)
+AUDIT_SCHEMA = "ctxlab-audit/2"
 
 VERDICTS = ("holds", "fails", "changed", "observed", "skipped", "error")
 FAILING = frozenset({"fails", "error"})  # verdicts that make a run fail (exit status 1)

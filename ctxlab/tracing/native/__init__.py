@@ -17,11 +17,12 @@ import tempfile
 import threading
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cupti_shim.c")
-ABI_VERSION = 5
+ABI_VERSION = 6
 
 # One record per call or resource event; mirrors record_t in cupti_shim.c. numpy's dtype of it is made when
 # first asked for (``RECORD_DTYPE``): importing numpy costs a lab's --help about 90 ms, and --help needs no record.
 RECORD_FIELDS = [("start", "<u8"), ("end", "<u8"), ("context", "<u8"), ("a", "<u8"), ("b", "<u8"), ("c", "<u8"),
+                 ("d", "<u8"), ("e", "<u8"),
                  ("tid", "<u4"), ("cbid", "<u4"), ("correlation", "<u4"), ("context_uid", "<u4"), ("status", "<i4"),
                  ("stack", "<u4"), ("blob", "<u4"), ("blob_len", "<u4"), ("domain", "<u2"), ("flags", "<u2"),
                  ("depth", "<u4")]
@@ -39,7 +40,7 @@ def __getattr__(name: str):
 
 DOMAIN_DRIVER, DOMAIN_RUNTIME, DOMAIN_RESOURCE = 1, 2, 3
 NESTED_IN_RUNTIME, NO_EXIT, BLOB_DROPPED = 1, 2, 4
-WANT_STACK, WANT_LAUNCH, WANT_ALLOC, WANT_MODULE, WANT_CALLERS = 1, 2, 4, 8, 16
+WANT_STACK, WANT_LAUNCH, WANT_ALLOC, WANT_MODULE, WANT_CALLERS, WANT_NAME, WANT_FREE = 1, 2, 4, 8, 16, 32, 64
 CALLERS_ITEM = 0xFFFFFFFE  # an argument-store item holding native return addresses (cupti_shim.c)
 ENTER, EXIT = 0, 1
 # What became of a stack (cupti_shim.c's S_* values), and what a report says where there is none.
@@ -144,6 +145,13 @@ def _declare(lib: ctypes.CDLL) -> None:
         "ctxlab_test_call_holding_lock": (None, [u32, u32, vp, vp, i32]),
         "ctxlab_test_call_other_holding_lock": (None, [vp, u32, u32, vp, vp, i32]),
         "ctxlab_test_take_lock": (None, []),
+        "ctxlab_flight_open": (i32, [ctypes.c_char_p, u64, u64, u64]),
+        "ctxlab_flight_thread": (None, [u32, u64, ctypes.c_char_p, u32]),
+        "ctxlab_flight_thread_end": (None, [u32]),
+        "ctxlab_flight_clock": (None, [u64]),
+        "ctxlab_store_text": (None, [u32, u32, ctypes.c_char_p, u32]),
+        "ctxlab_set_names": (None, [vp, vp, vp, vp]),
+        "ctxlab_set_launch_function": (None, [u32, i32]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)
@@ -163,6 +171,13 @@ def python_api() -> list[int]:
     names = ("PyGILState_Check", "PyGILState_GetThisThreadState", "PyThreadState_GetFrame", "PyFrame_GetBack",
              "PyFrame_GetCode", "PyFrame_GetLineNumber", "Py_DecRef", "PyGC_Disable", "PyGC_Enable")
     return [address(getattr(api, name)) for name in names]
+
+
+def naming_api() -> list[int]:
+    """The CPython functions the flight recorder names code objects with, while the thread holds the GIL."""
+    api = ctypes.pythonapi
+    return [address(getattr(api, name)) for name in ("PyObject_GetAttrString", "PyUnicode_AsUTF8AndSize",
+                                                     "PyErr_Clear")]
 
 
 def counts(lib: ctypes.CDLL) -> dict[str, int]:

@@ -2,7 +2,7 @@
 call had, the parameters the rules follow, and the user's Python stack where one is wanted.
 
 CUPTI calls its subscriber's callback on the thread that made the call, often while the driver or the
-runtime holds a lock of its own. The callback is ctxlab's C code (``ctxlab.native``), which never takes the
+runtime holds a lock of its own. The callback is ctxlab's C code (``ctxlab.tracing.native``), which never takes the
 GIL there: a Python callback would have to, and hangs the program as soon as another thread holds the GIL
 while it waits for that lock (two CuPy threads initialising CUDA at once were enough). Python reads what
 the C side wrote when asked (``drain``) and when tracing stops; a stack thread of ours takes snapshots of
@@ -14,19 +14,20 @@ from __future__ import annotations
 import ctypes
 import itertools
 import os
-import re
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
 
-from ctxlab import native
-from ctxlab.native import objects
-from ctxlab.native.locate import loaded_library, param_info_address
-from ctxlab.trace_fields import FIELDS, LAUNCH_ARGUMENTS, RUNTIME_FIELDS, named_args
-from ctxlab.tracer_stacks import ThreadNames, asking_thread, snapshot, status_name, user_frames
+from ctxlab.tracing import native
+from ctxlab.tracing.decode import Sources, event_of
+from ctxlab.tracing.fields import FIELDS, LAUNCH_ARGUMENTS, RUNTIME_FIELDS
+from ctxlab.tracing.names import api_name
+from ctxlab.tracing.native import objects
+from ctxlab.tracing.native.locate import loaded_library, param_info_address
+from ctxlab.tracing.recorder import FlightSink
+from ctxlab.tracing.threads import ThreadNames, asking_thread, snapshot, status_name, user_frames
 
-CONTEXT_PREFIXES = ("cuCtx", "cuDevicePrimaryCtx", "cuModule", "cuLibrary", "cuKernel", "cuGreenCtx")
 # Driver functions whose calls carry the user's stack by default: those that make, bind, unbind, destroy or
 # load into a context, or hand out a handle tied to one. Failing calls carry one too.
 CALLBACK_PREFIXES = ("cuCtxCreate", "cuCtxDestroy", "cuCtxPushCurrent", "cuCtxPopCurrent", "cuCtxSetCurrent",
@@ -39,10 +40,8 @@ CALLBACK_PREFIXES = ("cuCtxCreate", "cuCtxDestroy", "cuCtxPushCurrent", "cuCtxPo
 RESOURCE_EVENTS = ("CU_INIT_FINISHED", "CONTEXT_CREATED", "CONTEXT_DESTROY_STARTING", "STREAM_CREATED",
                    "STREAM_DESTROY_STARTING", "MODULE_LOADED", "MODULE_UNLOAD_STARTING")
 CALL_SELECTIONS = ("context", "all")
-CALL_DOMAINS = ("driver", "runtime")  # events of other domains (resource, audit) are not calls
 STACK_WAIT_MS = 200  # how long a thread that released the GIL waits at its call's end for its snapshot
 
-_VERSION_SUFFIX = re.compile(r"_v\d{4,}$")
 _IGNORED_CBIDS = ("INVALID", "SIZE", "FORCE_INT")
 
 
@@ -67,11 +66,6 @@ def _explain_subscribe_error(name: str) -> TraceUnavailable:
         return TraceUnavailable(f"this CUPTI cannot work with the installed driver (CUPTI newer than the "
                                 f"driver supports, or no GPU): {name}")
     return TraceUnavailable(f"CUPTI could not subscribe: {name}")
-
-
-def api_name(domain: str, name: str) -> str:
-    """A runtime function's public name (cupti names its callback ids ``cudaMalloc_v3020``)."""
-    return _VERSION_SUFFIX.sub("", name) if domain == "runtime" else name
 
 
 def callback_names(selection: str = "context") -> list[str]:
@@ -105,13 +99,15 @@ class Tracer:
     cupti's callback id names, e.g. ``cuMemAlloc_v2``; runtime: the API name, e.g. ``cudaDeviceReset``),
     every failing call and the resource events carry the user's Python stack; with ``calls="all"`` every
     call does. ``launch_arguments``: the kernel arguments of each distinct launch are kept (the audit's
-    pointer rule). Every call records its context and the parameters of ``ctxlab.trace_fields``.
+    pointer rule). Every call records its context and the parameters of ``ctxlab.tracing.fields``.
     ``annotate`` is given each batch of events as it is read and adds what it returns (the audit's replay).
+    With ``flight`` (``ctxlab.tracing.recorder``) every record goes to the flight recorder's file, which the
+    parent process that runs this one reads, and ``events`` stays empty.
     """
 
     def __init__(self, domains: Iterable[str] = ("driver", "runtime", "resource"), calls: str = "context",
                  stacks: bool = False, extra_callbacks: Iterable[str] = (), launch_arguments: bool = False,
-                 annotate: Callable[[list[dict]], list[dict]] | None = None):
+                 annotate: Callable[[list[dict]], list[dict]] | None = None, flight: FlightSink | None = None):
         if calls not in CALL_SELECTIONS:
             raise ValueError(f"calls must be one of {CALL_SELECTIONS}, not {calls!r}")
         self.domains = tuple(domains)
@@ -121,6 +117,8 @@ class Tracer:
         self.launch_arguments = launch_arguments
         # annotate(batch of calls) -> events of domain "audit" made from the calls' kept parameters
         self.annotate = annotate
+        # flight: the C side writes into a file the parent process reads; nothing is collected here
+        self.flight = flight
         self._cuda_initialised = False  # CU_INIT_FINISHED seen
         self.events: list[dict] = []  # everything recorded, in order (kept unless drained)
         self.stats: dict = {"records": 0, "callbacks": 0, "flushes": 0}
@@ -191,12 +189,14 @@ class Tracer:
         lib.ctxlab_reset()
         lib.ctxlab_init(timestamp, context_id, param_info, *native.python_api(), STACK_WAIT_MS)
         lib.ctxlab_set_failure_stacks(1 if self.stacks else 0)
+        if self.flight is not None:
+            self.flight.open(lib, self._cupti)
 
     def _begin(self) -> None:
         """Start recording: threads named, the stack thread started, the C side switched on."""
         lib = lib_or_raise(self._lib)
-        self.threads.watch()
-        if self.stacks:
+        self.threads.watch(self.flight.thread_named if self.flight is not None else None)
+        if self.stacks or self.flight is not None:
             self._serving = True
             lib.ctxlab_set_helper(1)
             self._server = threading.Thread(target=self._serve_stacks, name="ctxlab-stacks", daemon=True)
@@ -223,10 +223,14 @@ class Tracer:
                 lib.ctxlab_set_field(native.DOMAIN_DRIVER, cbid, site, offset, deref, inner, width)
             if self.launch_arguments and member.name in LAUNCH_ARGUMENTS:
                 lib.ctxlab_set_launch(cbid, *LAUNCH_ARGUMENTS[member.name])
+            if self.flight is not None and member.name in LAUNCH_ARGUMENTS:  # the kernels' names, once each
+                lib.ctxlab_set_launch_function(cbid, LAUNCH_ARGUMENTS[member.name][0])
             if member.name.startswith("cuDevicePrimaryCtxRetain"):  # names the runtime copy that retains
                 lib.ctxlab_set_want(native.DOMAIN_DRIVER, cbid, native.WANT_CALLERS)
-            if self.launch_arguments and member.name.startswith("cuMemAlloc"):
-                lib.ctxlab_set_want(native.DOMAIN_DRIVER, cbid, native.WANT_ALLOC)
+            if self.launch_arguments and member.name.startswith("cuMemAlloc"):  # which library allocated too
+                lib.ctxlab_set_want(native.DOMAIN_DRIVER, cbid, native.WANT_ALLOC | native.WANT_CALLERS)
+            if self.launch_arguments and member.name.startswith("cuMemFree"):
+                lib.ctxlab_set_want(native.DOMAIN_DRIVER, cbid, native.WANT_FREE)
         for member in cupti.runtime_api_trace_cbid:
             if member.name in _IGNORED_CBIDS:
                 continue
@@ -272,7 +276,11 @@ class Tracer:
                 self._server.join(timeout=5)
         if self._lib is not None:
             self.threads.unwatch()
-        if self._active:
+        if self._active and self.flight is not None:
+            self._active = False
+            self._name_threads(final=True)
+            self.flight.close()
+        elif self._active:
             self._active = False
             self._process()
             self._release_stacks()
@@ -296,6 +304,7 @@ class Tracer:
         while self._serving:
             stack_id = lib.ctxlab_next_request(100, ctypes.byref(tid))
             if not stack_id:
+                self._name_threads()
                 continue
             ident = self.threads.ident(tid.value)
             frames = sys._current_frames()
@@ -305,9 +314,25 @@ class Tracer:
             else:  # a library's own thread: where the Python thread that asked the library was
                 taken = asking_thread(frames, self.threads, exclude={threading.get_ident()})
             del frames
+            if self.flight is not None:
+                self.flight.served(stack_id, taken[0], taken[1], taken[2])
             self._served[stack_id] = taken  # before the thread is let go: it may read it at once
             if not lib.ctxlab_served(stack_id):
                 self._served.pop(stack_id, None)  # it stopped waiting: the thread may have moved on
+
+    def _name_threads(self, final: bool = False) -> None:
+        """Flight recording: the threads' names, the ends of threads that made calls, the loaded objects."""
+        if self.flight is None:
+            return
+        self.flight.clock()
+        alive = self.threads.refresh()
+        for tid, name in list(self.threads.names.items()):
+            self.flight.thread_named(tid, self.threads.idents.get(tid), name)
+            if tid not in alive and tid not in self._ended:
+                self._ended.add(tid)
+                self.flight.thread_ended(tid)
+        if final or next(self._seq) % 10 == 0:
+            self.flight.refresh_maps()
 
     def _stack(self, stack_id: int) -> tuple[list | None, str | None, str | None]:
         known = self._stacks.get(stack_id)
@@ -363,6 +388,9 @@ class Tracer:
 
     def note(self, event: dict) -> None:
         """Add an event made outside CUPTI (domain ``audit``: not a call), ordered and named like the rest."""
+        if self.flight is not None:
+            self.flight.note("event", {"event": event})
+            return
         with self._lock:
             self._notes.append(event)
 
@@ -395,52 +423,17 @@ class Tracer:
             self.events.extend(events)
 
     def _event(self, row) -> dict:
-        domain = int(row["domain"])
-        tid, cbid = int(row["tid"]), int(row["cbid"])
-        context = int(row["context"])
-        if domain == native.DOMAIN_RESOURCE:
-            name = self._resource_name(cbid)
-            event: dict = {"domain": "resource", "name": name, "context": context, "tid": tid,
-                           "start": int(row["start"])}
-            if name == "CU_INIT_FINISHED":
-                self._cuda_initialised = True
-            if name.startswith("STREAM") and row["a"]:
-                event["stream"] = int(row["a"])
-            if name.startswith("MODULE"):
-                event["module_id"] = int(row["b"])
-            if int(row["context_uid"]):
-                event["context_uid"] = int(row["context_uid"])
-        else:
-            kind = "driver" if domain == native.DOMAIN_DRIVER else "runtime"
-            raw = self._function(kind, cbid)
-            name = api_name(kind, raw)
-            event = {"domain": kind, "name": name, "tid": tid, "start": int(row["start"]), "end": int(row["end"]),
-                     "correlation": int(row["correlation"]), "status": self._status_of(kind, int(row["status"])),
-                     "context": context, "context_uid": int(row["context_uid"])}
-            args = named_args(raw, (int(row["a"]), int(row["b"]), int(row["c"])), runtime=kind == "runtime")
-            if args:
-                event["args"] = args
-            if int(row["flags"]) & native.NESTED_IN_RUNTIME:
-                event["from"] = "callback"  # a driver call the runtime made beneath one of its own
-            if row["blob"]:
-                kept = native.blob(lib_or_raise(self._lib), int(row["blob"]), int(row["blob_len"]))
-                if kept[:4] == native.CALLERS_ITEM.to_bytes(4, "little"):
-                    event["callers"] = [objects.library_name(path) for path in objects.callers(kept)]
-                else:
-                    event["arguments"] = kept
-            elif int(row["flags"]) & native.BLOB_DROPPED:
-                event["arguments_dropped"] = True
-        if row["stack"]:
-            frames, reason, library = self._stack(int(row["stack"]))
-            if frames is not None:
-                event["stack"] = frames
-            else:
-                event["stack_missing"] = reason
-            if library:
-                event["library"] = library
-            if int(row["stack"]) in self._asked_by:  # made on a library's thread while this one waited on it
-                event["asked_by"] = self._asked_by[int(row["stack"])]
+        lib = lib_or_raise(self._lib)
+        event = event_of(row, Sources(self._function, self._resource_name, self._status_of, self._stack_of,
+                                      lambda at, length: native.blob(lib, at, length),
+                                      lambda kept: [objects.library_name(path) for path in objects.callers(kept)]))
+        if event["name"] == "CU_INIT_FINISHED":
+            self._cuda_initialised = True
         return event
+
+    def _stack_of(self, stack_id: int) -> tuple[list | None, str | None, str | None, str | None]:
+        frames, reason, library = self._stack(stack_id)
+        return frames, reason, library, self._asked_by.get(stack_id)
 
     def _function(self, kind: str, cbid: int) -> str:
         key = (0 if kind == "driver" else 1, cbid)

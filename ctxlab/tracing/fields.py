@@ -12,10 +12,20 @@ from __future__ import annotations
 ENTER, EXIT = 0, 1
 VALUE, DEREF = 0, 1
 
-# name -> ((arg, site, offset, deref, inner offset, width), ...): at most three a function
+# name -> ((arg, site, offset, deref, inner offset, width), ...): at most five a function
 _OUT_CTX = (("ctx", EXIT, 0, DEREF, 0, 8),)
 _IN_CTX = (("ctx", ENTER, 0, VALUE, 0, 8),)
 _STREAM_AT = {24: (("stream", ENTER, 24, VALUE, 0, 8),), 40: (("stream", ENTER, 40, VALUE, 0, 8),)}
+# A launch's configuration, two 32-bit values a field: (gridDimX | gridDimY << 32), (blockDimX | blockDimY << 32),
+# (blockDimZ | sharedMemBytes << 32); launch_shape() takes them apart.
+_SHAPE = (("grid_xy", ENTER, 8, VALUE, 0, 8), ("block_xy", ENTER, 20, VALUE, 0, 8),
+          ("block_z_shared", ENTER, 28, VALUE, 0, 8))
+# cuLaunchKernelEx: the same members at the start of *config (CUlaunchConfig)
+_SHAPE_EX = (("grid_xy", ENTER, 0, DEREF, 0, 8), ("block_xy", ENTER, 0, DEREF, 12, 8),
+             ("block_z_shared", ENTER, 0, DEREF, 20, 8))
+_CAPTURE_BEGIN = (("stream", ENTER, 0, VALUE, 0, 8), ("mode", ENTER, 8, VALUE, 0, 4))
+_STREAM_FIRST = (("stream", ENTER, 0, VALUE, 0, 8),)
+_COPY = (("ptr", ENTER, 0, VALUE, 0, 8), ("src", ENTER, 8, VALUE, 0, 8))
 
 FIELDS: dict[str, tuple[tuple[str, int, int, int, int, int], ...]] = {
     "cuCtxCreate_v2": (*_OUT_CTX, ("device", ENTER, 12, VALUE, 0, 4)),
@@ -51,17 +61,26 @@ FIELDS: dict[str, tuple[tuple[str, int, int, int, int, int], ...]] = {
     # (float *pMilliseconds, CUevent hStart, CUevent hEnd)
     "cuEventElapsedTime": (("event", ENTER, 8, VALUE, 0, 8), ("end_event", ENTER, 16, VALUE, 0, 8)),
     "cuEventElapsedTime_v2": (("event", ENTER, 8, VALUE, 0, 8), ("end_event", ENTER, 16, VALUE, 0, 8)),
-    "cuLaunchKernel": (("function", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[40]),
-    "cuLaunchKernel_ptsz": (("function", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[40]),
-    "cuLaunchCooperativeKernel": (("function", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[40]),
-    "cuLaunchCooperativeKernel_ptsz": (("function", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[40]),
+    "cuLaunchKernel": (("function", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[40], *_SHAPE),
+    "cuLaunchKernel_ptsz": (("function", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[40], *_SHAPE),
+    "cuLaunchCooperativeKernel": (("function", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[40], *_SHAPE),
+    "cuLaunchCooperativeKernel_ptsz": (("function", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[40], *_SHAPE),
     # (const CUlaunchConfig *config, CUfunction f, ...): the stream is config->hStream, at 32 in the config
-    "cuLaunchKernelEx": (("function", ENTER, 8, VALUE, 0, 8), ("stream", ENTER, 0, DEREF, 32, 8)),
-    "cuLaunchKernelEx_ptsz": (("function", ENTER, 8, VALUE, 0, 8), ("stream", ENTER, 0, DEREF, 32, 8)),
-    "cuMemcpyAsync": _STREAM_AT[24], "cuMemcpyAsync_ptsz": _STREAM_AT[24],
-    "cuMemcpyHtoDAsync_v2": _STREAM_AT[24], "cuMemcpyHtoDAsync_v2_ptsz": _STREAM_AT[24],
-    "cuMemcpyDtoHAsync_v2": _STREAM_AT[24], "cuMemcpyDtoHAsync_v2_ptsz": _STREAM_AT[24],
-    "cuMemcpyDtoDAsync_v2": _STREAM_AT[24], "cuMemcpyDtoDAsync_v2_ptsz": _STREAM_AT[24],
+    "cuLaunchKernelEx": (("function", ENTER, 8, VALUE, 0, 8), ("stream", ENTER, 0, DEREF, 32, 8), *_SHAPE_EX),
+    "cuLaunchKernelEx_ptsz": (("function", ENTER, 8, VALUE, 0, 8), ("stream", ENTER, 0, DEREF, 32, 8), *_SHAPE_EX),
+    # (CUstream hStream, CUhostFn fn, void *userData)
+    "cuLaunchHostFunc": _STREAM_FIRST, "cuLaunchHostFunc_ptsz": _STREAM_FIRST,
+    "cuStreamBeginCapture": _STREAM_FIRST, "cuStreamBeginCapture_ptsz": _STREAM_FIRST,
+    "cuStreamBeginCapture_v2": _CAPTURE_BEGIN, "cuStreamBeginCapture_v2_ptsz": _CAPTURE_BEGIN,
+    "cuStreamEndCapture": _STREAM_FIRST, "cuStreamEndCapture_ptsz": _STREAM_FIRST,
+    "cuStreamQuery": _STREAM_FIRST, "cuStreamQuery_ptsz": _STREAM_FIRST,
+    "cuMemcpyAsync": (*_COPY, *_STREAM_AT[24]), "cuMemcpyAsync_ptsz": (*_COPY, *_STREAM_AT[24]),
+    "cuMemcpyHtoDAsync_v2": (("ptr", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[24]),
+    "cuMemcpyHtoDAsync_v2_ptsz": (("ptr", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[24]),
+    "cuMemcpyDtoHAsync_v2": (("ptr", ENTER, 8, VALUE, 0, 8), *_STREAM_AT[24]),
+    "cuMemcpyDtoHAsync_v2_ptsz": (("ptr", ENTER, 8, VALUE, 0, 8), *_STREAM_AT[24]),
+    "cuMemcpyDtoDAsync_v2": (*_COPY, *_STREAM_AT[24]), "cuMemcpyDtoDAsync_v2_ptsz": (*_COPY, *_STREAM_AT[24]),
+    "cuMemcpy": _COPY, "cuMemcpyDtoD_v2": _COPY,
     "cuMemsetD8Async": (("ptr", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[24]),
     "cuMemsetD32Async": (("ptr", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[24]),
     "cuMemsetD8_v2": (("ptr", ENTER, 0, VALUE, 0, 8),), "cuMemsetD32_v2": (("ptr", ENTER, 0, VALUE, 0, 8),),
@@ -101,13 +120,32 @@ LAUNCH_ARGUMENTS: dict[str, tuple[int, int, int]] = {
 }
 
 # Runtime functions (CUPTI's names, with their version suffix) whose parameters are kept.
+# cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem, cudaStream_t s)
+_RUNTIME_LAUNCH = (("grid_xy", ENTER, 8, VALUE, 0, 8), ("block_xy", ENTER, 20, VALUE, 0, 8),
+                   ("block_z_shared", ENTER, 28, VALUE, 0, 4), ("shared", ENTER, 40, VALUE, 0, 8),
+                   ("stream", ENTER, 48, VALUE, 0, 8))
 RUNTIME_FIELDS: dict[str, tuple[tuple[str, int, int, int, int, int], ...]] = {
     "cudaSetDevice_v3020": (("device", ENTER, 0, VALUE, 0, 4),),
+    "cudaLaunchKernel_v7000": _RUNTIME_LAUNCH, "cudaLaunchKernel_ptsz_v7000": _RUNTIME_LAUNCH,
+    "cudaStreamBeginCapture_v10000": _CAPTURE_BEGIN, "cudaStreamBeginCapture_ptsz_v10000": _CAPTURE_BEGIN,
+    "cudaStreamEndCapture_v10000": _STREAM_FIRST, "cudaStreamEndCapture_ptsz_v10000": _STREAM_FIRST,
+    "cudaStreamSynchronize_v3020": _STREAM_FIRST, "cudaStreamSynchronize_ptsz_v7000": _STREAM_FIRST,
+    "cudaMalloc_v3020": (("ptr", EXIT, 0, DEREF, 0, 8), ("size", ENTER, 8, VALUE, 0, 8)),
+    "cudaFree_v3020": (("ptr", ENTER, 0, VALUE, 0, 8),),
     "cudaInitDevice_v12000": (("device", ENTER, 0, VALUE, 0, 4),),
 }
 
 
-def named_args(name: str, values: tuple[int, int, int], runtime: bool = False) -> dict[str, int]:
+def launch_shape(args: dict[str, int]) -> tuple[tuple[int, int, int], tuple[int, int, int], int] | None:
+    """A launch's (grid, block, dynamic shared memory bytes) from its kept parameters; None where not kept."""
+    if "block_xy" not in args:
+        return None
+    grid, block, zs = args.get("grid_xy", 0), args["block_xy"], args.get("block_z_shared", 0)
+    shared = args["shared"] if "shared" in args else zs >> 32
+    return ((grid & 0xFFFFFFFF, grid >> 32, 0), (block & 0xFFFFFFFF, block >> 32, zs & 0xFFFFFFFF), shared)
+
+
+def named_args(name: str, values: tuple[int, ...], runtime: bool = False) -> dict[str, int]:
     """A call's kept parameters by name (``a``, ``b``, ``c`` of its record, in FIELDS' order)."""
     fields = (RUNTIME_FIELDS if runtime else FIELDS).get(name)
     if not fields:

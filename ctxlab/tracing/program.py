@@ -1,5 +1,6 @@
 """The program runner that ``ctxlab trace`` and ``ctxlab audit`` share: a Python program (``-c`` code, ``-m``
-module or a script) run in this process, as ``python`` runs it, under the tracer, exit included."""
+module or a script) run in this process, as ``python`` runs it, under the tracer, exit included. The commands
+run it in a child (``ctxlab.tracing.child``), which the parent supervises (``ctxlab.tracing.supervise``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 import traceback
 from collections.abc import Sequence
 
-from ctxlab.tracer import Tracer
+from ctxlab.tracing.tracer import Tracer
 
 
 def shown_path(path: str) -> str:
@@ -82,25 +83,34 @@ def run_program(code, module, argv, on_exception=None, keep: list | None = None)
 
 
 def trace_events(code: str | None = None, module: str | None = None, argv: Sequence[str] = (), *,
-                 calls: str = "context") -> tuple[int, list[dict], dict]:
-    """Run a Python program in this process under the tracer, as ``ctxlab trace`` does: ``code`` (as ``-c``),
-    ``module`` (as ``-m``) or a script ``argv[0]`` with its arguments. Returns its exit status, the recorded
-    events (``ctxlab.trace.calls`` nests them) and the tracer's counts. Raises ``TraceUnavailable`` where
-    tracing cannot start and ``FileNotFoundError`` for a missing script. ``ctxlab.trace(...)`` and
-    ``ctxlab.api.trace`` are this function."""
-    status, tracer, stats = trace_program(code, module, list(argv), calls_mode=calls)
-    return status, tracer.events, stats
+                 calls: str = "context", timeout: float | None = None, stall: float | None = None
+                 ) -> tuple[int, list[dict], dict]:
+    """Run a Python program under the tracer, as ``ctxlab trace`` does: ``code`` (as ``-c``), ``module`` (as
+    ``-m``) or a script ``argv[0]`` with its arguments, in a child process whose calls reach this one through the
+    flight recorder (so a crash or a hang still gives every call up to it). Returns its exit status (128 + N for
+    a signal), the recorded events (``ctxlab.trace.calls`` nests them) and the counts (``stats["ending"]``: how
+    it ended). Raises ``TraceUnavailable`` where tracing cannot start and ``FileNotFoundError`` for a missing
+    script. ``ctxlab.trace(...)`` and ``ctxlab.api.trace`` are this function."""
+    from ctxlab.tracing.supervise import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, trace_supervised
+
+    if code is None and module is None and argv and not os.path.isfile(argv[0]):
+        raise FileNotFoundError(2, "No such file", argv[0])
+    status, events, stats, _ending = trace_supervised(
+        code, module, list(argv), calls=calls, timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout,
+        stall=DEFAULT_STALL_S if stall is None else stall)
+    return status, events, stats
 
 
 def trace_program(code, module, argv, calls_mode: str = "context", on_exception=None, on_start=None,
-                  **tracer_options):
+                  tracer_class=None, **tracer_options):
     """Run the program in this process under a Tracer: (its exit status, the tracer, timing stats).
 
-    ``on_start(tracer)`` is called once the tracer records, before the program starts."""
+    ``on_start(tracer)`` is called once the tracer records, before the program starts. ``tracer_class``: a
+    stand-in for Tracer with its interface (the CPU tests' recorded streams)."""
     if code is None and module is None and argv and not os.path.isfile(argv[0]):
         raise FileNotFoundError(2, "No such file", argv[0])
     t0 = time.perf_counter()
-    with Tracer(calls=calls_mode, **tracer_options) as tracer:
+    with (tracer_class or Tracer)(calls=calls_mode, **tracer_options) as tracer:
         if on_start is not None:
             on_start(tracer)
         t1 = time.perf_counter()

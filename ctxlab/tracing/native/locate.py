@@ -1,12 +1,12 @@
 """Where the functions the C callback calls are: a library this process loaded (CUPTI's), and the driver's
-cuFuncGetParamInfo."""
+cuFuncGetParamInfo and cuFuncGetName."""
 
 from __future__ import annotations
 
 import ctypes
 import os
 
-from ctxlab.native import address
+from ctxlab.tracing.native import address
 
 
 def loaded_library(fragment: str) -> str | None:
@@ -22,16 +22,15 @@ def loaded_library(fragment: str) -> str | None:
     return None
 
 
-def param_info_address() -> int:
-    """cuFuncGetParamInfo's address (CUDA 12.4+), for the launch arguments; 0 where there is none. Taken from
-    cuda.bindings' cuGetProcAddress, else from the driver library's symbol (only its address: the C callback
-    calls it)."""
+def driver_function_address(name: str, version: int) -> int:
+    """The address of a driver function (only its address: the C callback calls it), 0 where there is none.
+    Taken from cuda.bindings' cuGetProcAddress, else from the driver library's symbol."""
     try:
         from cuda.bindings import driver
 
-        for symbol in ("cuFuncGetParamInfo", b"cuFuncGetParamInfo"):
+        for symbol in (name, name.encode()):
             try:  # flags 0: CU_GET_PROC_ADDRESS_DEFAULT
-                err, pfn, _status = driver.cuGetProcAddress(symbol, 12040, 0)
+                err, pfn, _status = driver.cuGetProcAddress(symbol, version, 0)
             except TypeError:
                 continue
             if int(err) == 0 and int(pfn):
@@ -40,6 +39,16 @@ def param_info_address() -> int:
         pass
     try:
         path = loaded_library("libcuda.so") or "libcuda.so.1"
-        return address(ctypes.CDLL(path).cuFuncGetParamInfo)
+        return address(getattr(ctypes.CDLL(path), name))
     except (OSError, AttributeError):
         return 0
+
+
+def param_info_address() -> int:
+    """cuFuncGetParamInfo's address (CUDA 12.4+), for the launch arguments; 0 where there is none."""
+    return driver_function_address("cuFuncGetParamInfo", 12040)
+
+
+def function_name_address() -> int:
+    """cuFuncGetName's address (CUDA 12.3+), for the kernels' names; 0 where there is none."""
+    return driver_function_address("cuFuncGetName", 12030)

@@ -18,9 +18,11 @@
  *
  * Nothing here needs CUDA's or Python's headers: the few CUPTI, driver and CPython functions used are
  * handed in as addresses (ctxlab_init), and CUPTI's callback data is read at the offsets of cupti_callbacks.h.
- * Built on first use by ctxlab.native (cc -O2 -shared -fPIC); no Python ABI, so one build serves any Python.
+ * Built on first use by ctxlab.tracing.native (cc -O2 -shared -fPIC); no Python ABI, so one build serves any Python.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <execinfo.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -30,11 +32,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ABI_VERSION 5
+#define ABI_VERSION 6
 #define MAX_CBID 4096
 #define MAX_DEPTH 64
 #define MAX_FRAMES 48
-#define MAX_FIELDS 3
+#define MAX_FIELDS 5
 #define MAX_PARAMS 256
 #define MAX_ARG_BYTES 4096
 #define BLOB_LIMIT (256u << 20)
@@ -66,12 +68,14 @@
 #define W_ALLOC 4u      /* an allocation: its context owns memory (a launch elsewhere may point into it) */
 #define W_MODULE 8u     /* a module resource event: its descriptor holds the module's id */
 #define W_CALLERS 16u    /* keep the native return addresses (which shared object called, e.g. a runtime copy) */
+#define W_FREE 64u      /* a free: from now on a launch's arguments may point into freed memory (kept) */
+#define W_NAME 32u      /* a launch: name its function once (the flight recorder's kernel names) */
 #define MAX_OWNERS 64
 #define CALLERS_ITEM 0xfffffffeu  /* argument-store item: return addresses, not a launch's arguments */
 #define MAX_CALLERS 32
 
 typedef struct {
-    uint64_t start, end, context, a, b, c;
+    uint64_t start, end, context, a, b, c, d, e;
     uint32_t tid, cbid, correlation, context_uid;
     int32_t status;
     uint32_t stack;     /* stack id + 1; 0: none */
@@ -79,7 +83,7 @@ typedef struct {
     uint32_t blob_len;
     uint16_t domain, flags;
     uint32_t depth;
-} record_t;             /* 88 bytes: ctxlab.native.RECORD_DTYPE mirrors it */
+} record_t;             /* 104 bytes: ctxlab.tracing.native.RECORD_DTYPE mirrors it */
 
 typedef struct {
     uint32_t state, tid, nframes, pad;
@@ -113,12 +117,18 @@ static struct {
     ptr_ptr_fn thread_frame, frame_back, frame_code;
     int_ptr_fn frame_line;
     int_void_fn gc_disable, gc_enable;
+    /* the flight recorder names code objects with these (GIL held) and kernels with cuFuncGetName */
+    void *(*getattr)(void *, const char *);
+    const char *(*as_utf8)(void *, int64_t *);
+    void (*err_clear)(void);
+    int (*func_name)(const char **, void *);
 } fn;
 
 static spec_t specs[4][MAX_CBID];
 static volatile int active;
 static volatile int helper_running;
 static int failure_stacks;   /* take the stack of every call that failed */
+static int failure_callers;  /* keep the native callers of every call that failed (which library made it) */
 static int wait_ms = 200;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;       /* records, stacks, blobs: held only to copy */
@@ -141,12 +151,15 @@ static uint64_t seen[SEEN_SLOTS];
 static size_t nseen;
 static uint64_t owners[MAX_OWNERS];  /* contexts that allocated memory while tracing */
 static volatile int nowners;
+static volatile int freed_any;  /* memory was freed while tracing */
 static struct { uint64_t function; uint16_t n; uint16_t sizes[MAX_PARAMS]; } *layouts;
 
 typedef struct {
-    uint64_t start, a, b, c;
+    uint64_t start, a, b, c, d, e;
     uint32_t blob, blob_len;
     uint16_t flags;
+    uint16_t domain;
+    uint32_t cbid;
 } frame_t;
 
 #define KIND_SLOTS 512
@@ -160,6 +173,9 @@ static __thread struct {
     uint32_t outer_stack;   /* the stack of the outermost call in progress: the Python position is fixed */
     uint32_t pending;       /* a snapshot asked for inside the outermost call */
     uint32_t misses;        /* snapshots that did not come in time in a row: wait less */
+    uint32_t slot, slot_gen; /* this thread's slot in the flight recorder (index + 1), of which opening */
+    uint64_t last_sig;       /* the frames of this thread's last walked stack, hashed, and its id: a loop */
+    uint32_t last_stack, last_gen; /* that calls from one line reuses the stack instead of naming it again */
     frame_t frames[MAX_DEPTH];
 } ts;
 
@@ -198,10 +214,262 @@ static int grow(void **buf, size_t *cap, size_t need, size_t item) {
     return 1;
 }
 
+
+/* ---------------------------------------------------------------- the flight recorder
+ *
+ * After ctxlab_flight_open, records, stacks, kept arguments and names go to a file mapped MAP_SHARED instead
+ * of this process's heap, and each thread's slot there says which call it is inside: the parent process that
+ * audits this one reads it however this one ends (exit, os._exit, a signal, SIGKILL, a hang). Writers hold mu
+ * while they copy; a count in the header covers only complete items (stored with release order).
+ */
+static void (*decref)(void *);
+
+#define FLIGHT_MAGIC 0x314c4654584c5443ull /* "CTXLTFL1" */
+#define MAX_SLOTS 1024
+#define ITEM_CODE 1u        /* code object id, its file and qualified name */
+#define ITEM_THREAD 2u      /* OS thread id, threading ident, Python name */
+#define ITEM_FUNCTION 3u    /* CUfunction handle, kernel name */
+#define ITEM_STACK_TEXT 4u  /* a snapshot the stack thread took: stack id, thread it is of, its frames as text */
+#define ITEM_THREAD_END 5u  /* OS thread id, when its end was noticed */
+#define ITEM_BLOB 6u        /* a record's kept arguments or callers */
+#define CODE_SLOTS (1u << 16)
+
+typedef struct {
+    uint32_t tid, depth;           /* depth 0: inside no call */
+    uint32_t outer_domain, outer_cbid;
+    uint64_t outer_start;
+    uint32_t inner_domain, inner_cbid;
+    uint64_t inner_start;
+    uint64_t context, inner_a;     /* the context at the outermost entry; the innermost call's first parameter */
+    uint32_t gil, stack;           /* the thread held the GIL at the outermost entry; that call's stack id */
+    uint64_t last_end;             /* when its last outermost call returned */
+    uint64_t calls;                /* outermost calls returned */
+} slot_t;
+
+typedef struct { uint32_t code, line; } fframe_t;
+typedef struct { uint32_t state, tid, nframes, asked_by; fframe_t frames[MAX_FRAMES]; } fstack_t;
+
+typedef struct {
+    uint64_t magic;
+    uint32_t abi, record_size, stack_size, slot_size;
+    uint64_t cap_records, cap_stacks, cap_bytes;
+    uint64_t off_records, off_stacks, off_bytes, off_slots;
+    uint64_t nrecords, nstacks, nbytes;
+    uint64_t dropped_records, dropped_stacks, dropped_bytes;
+    uint64_t heartbeat;            /* when the last record was written (the records' clock) */
+    uint32_t nslots, pid;
+    uint64_t opened;               /* the records' clock at the opening */
+    uint64_t clock_records, clock_wall; /* one moment on both clocks (ctxlab_flight_clock): the parent's "when" */
+} flight_t;
+
+static flight_t *flight;
+static uint8_t *fbase;
+static record_t *frecords;
+static fstack_t *fstacks;
+static slot_t *fslots;
+static uint8_t *fbytes;
+static uint32_t flight_gen;
+static pthread_mutex_t code_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { uint64_t address; uint32_t id; } *codes;
+static uint32_t ncodes;
+
+static void publish(uint64_t *field, uint64_t value) { __atomic_store_n(field, value, __ATOMIC_RELEASE); }
+
+/* An item in the byte area (head: kind, length; then the two parts); its payload's offset + 1, 0 if full.
+   Called with mu held. */
+static uint32_t flight_item_locked(uint32_t kind, const void *a, uint32_t alen, const void *b, uint32_t blen) {
+    uint64_t need = (8u + (uint64_t)alen + blen + 7u) & ~7ull;
+    uint64_t at = flight->nbytes;
+    if (at + need > flight->cap_bytes || at + need > 0xffffffffull) { flight->dropped_bytes++; return 0; }
+    uint32_t head[2] = {kind, alen + blen};
+    memcpy(fbytes + at, head, 8);
+    if (alen) memcpy(fbytes + at + 8, a, alen);
+    if (blen) memcpy(fbytes + at + 8 + alen, b, blen);
+    publish(&flight->nbytes, at + need);
+    return (uint32_t)(at + 8 + 1);
+}
+
+static uint32_t flight_item(uint32_t kind, const void *a, uint32_t alen, const void *b, uint32_t blen) {
+    if (!flight) return 0;
+    pthread_mutex_lock(&mu);
+    uint32_t at = flight_item_locked(kind, a, alen, b, blen);
+    pthread_mutex_unlock(&mu);
+    return at;
+}
+
+/* Map the flight file (made or emptied here, sparse): 0, or the errno of what failed. */
+int ctxlab_flight_open(const char *path, uint64_t cap_records, uint64_t cap_stacks, uint64_t cap_bytes) {
+    uint64_t off_slots = 4096;
+    uint64_t off_records = (off_slots + sizeof(slot_t) * MAX_SLOTS + 4095) & ~4095ull;
+    uint64_t off_stacks = (off_records + sizeof(record_t) * cap_records + 4095) & ~4095ull;
+    uint64_t off_bytes = (off_stacks + sizeof(fstack_t) * cap_stacks + 4095) & ~4095ull;
+    uint64_t size = off_bytes + cap_bytes;
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return errno;
+    if (ftruncate(fd, (off_t)size) != 0) { int e = errno; close(fd); return e; }
+    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (base == MAP_FAILED) return e;
+    if (!codes) codes = calloc(CODE_SLOTS, sizeof(*codes));
+    pthread_mutex_lock(&mu);
+    fbase = base;
+    flight_t *h = (flight_t *)base;
+    h->abi = ABI_VERSION; h->record_size = sizeof(record_t); h->stack_size = sizeof(fstack_t);
+    h->slot_size = sizeof(slot_t);
+    h->cap_records = cap_records; h->cap_stacks = cap_stacks; h->cap_bytes = cap_bytes;
+    h->off_records = off_records; h->off_stacks = off_stacks; h->off_bytes = off_bytes; h->off_slots = off_slots;
+    h->pid = (uint32_t)getpid();
+    h->opened = now();
+    frecords = (record_t *)(fbase + off_records);
+    fstacks = (fstack_t *)(fbase + off_stacks);
+    fslots = (slot_t *)(fbase + off_slots);
+    fbytes = fbase + off_bytes;
+    flight_gen++;
+    publish(&h->magic, FLIGHT_MAGIC);
+    flight = h;
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
+
+static slot_t *my_slot(uint32_t tid) {
+    if (!flight) return NULL;
+    if (ts.slot_gen != flight_gen) { ts.slot = 0; ts.slot_gen = flight_gen; }
+    if (!ts.slot) {
+        uint32_t i = __atomic_fetch_add(&flight->nslots, 1, __ATOMIC_ACQ_REL);
+        if (i >= MAX_SLOTS) { ts.slot = 0xffffffffu; return NULL; }
+        fslots[i].tid = tid;
+        ts.slot = i + 1;
+    }
+    return ts.slot == 0xffffffffu ? NULL : &fslots[ts.slot - 1];
+}
+
+/* The id of a code object in the flight file, named there the first time (the GIL is held: its attributes are
+   read through the C API, no Python code runs). Takes over the caller's reference: kept with the id, so its
+   address is never reused while the id stands. 0 when the table is full. */
+static uint32_t code_id(void *code) {
+    if (!code || !codes || !fn.getattr || !fn.as_utf8) { if (code) decref(code); return 0; }
+    uint64_t key = (uint64_t)(uintptr_t)code;
+    size_t i = (size_t)((key >> 4) * 0x9e3779b97f4a7c15ull >> 48) & (CODE_SLOTS - 1);
+    pthread_mutex_lock(&code_mu);
+    while (codes[i].address && codes[i].address != key) i = (i + 1) & (CODE_SLOTS - 1);
+    if (codes[i].address == key) {
+        uint32_t id = codes[i].id;
+        pthread_mutex_unlock(&code_mu);
+        decref(code);
+        return id;
+    }
+    if (ncodes >= CODE_SLOTS / 2) { pthread_mutex_unlock(&code_mu); decref(code); return 0; }
+    uint32_t id = ++ncodes;
+    codes[i].address = key;
+    codes[i].id = id;
+    pthread_mutex_unlock(&code_mu);
+    char text[2048];
+    uint32_t head[4] = {id, 0, 0, 0};
+    size_t used = 0;
+    const char *attrs[2] = {"co_filename", "co_qualname"};
+    for (int k = 0; k < 2; k++) {
+        void *obj = fn.getattr(code, attrs[k]);
+        if (!obj && k == 1) { if (fn.err_clear) fn.err_clear(); obj = fn.getattr(code, "co_name"); }
+        int64_t n = 0;
+        const char *utf8 = obj ? fn.as_utf8(obj, &n) : NULL;
+        if (!utf8) { if (fn.err_clear) fn.err_clear(); n = 0; }
+        if (n > 1000) n = 1000;
+        if (n > 0) memcpy(text + used, utf8, (size_t)n);
+        head[1 + k] = (uint32_t)n;
+        used += (size_t)n;
+        if (obj) decref(obj);
+    }
+    flight_item(ITEM_CODE, head, sizeof(head), text, (uint32_t)used);
+    return id;
+}
+
+/* From Python: a thread's name (and threading ident) as the report names it. */
+void ctxlab_flight_thread(uint32_t tid, uint64_t ident, const char *name, uint32_t len) {
+    uint32_t head[4] = {tid, 0, (uint32_t)ident, (uint32_t)(ident >> 32)};
+    flight_item(ITEM_THREAD, head, sizeof(head), name, len > 1000 ? 1000 : len);
+}
+
+/* From Python, now and then: this moment on the records' clock and on the wall clock (ns since the epoch). */
+void ctxlab_flight_clock(uint64_t wall_ns) {
+    if (!flight) return;
+    uint64_t t = now();
+    pthread_mutex_lock(&mu);
+    publish(&flight->clock_records, t);
+    publish(&flight->clock_wall, wall_ns);
+    pthread_mutex_unlock(&mu);
+}
+
+/* From Python: a thread that made calls has ended. */
+void ctxlab_flight_thread_end(uint32_t tid) {
+    uint64_t when = now();
+    uint32_t head[4] = {tid, 0, (uint32_t)when, (uint32_t)(when >> 32)};
+    flight_item(ITEM_THREAD_END, head, sizeof(head), NULL, 0);
+}
+
+/* From Python (the stack thread): the snapshot it took for a stack, as text ("library\n" then
+   "file\tline\tfunction\n" a frame), before it lets the thread go with ctxlab_served. */
+void ctxlab_store_text(uint32_t id, uint32_t asked_by, const char *text, uint32_t len) {
+    uint32_t head[2] = {id, asked_by};
+    flight_item(ITEM_STACK_TEXT, head, sizeof(head), text, len > 16000 ? 16000 : len);
+}
+
+void ctxlab_set_names(void *getattr, void *as_utf8, void *err_clear, void *func_name) {
+    fn.getattr = (void *(*)(void *, const char *))getattr;
+    fn.as_utf8 = (const char *(*)(void *, int64_t *))as_utf8;
+    fn.err_clear = (void (*)(void))err_clear;
+    fn.func_name = (int (*)(const char **, void *))func_name;
+}
+
+static uint64_t named_functions[4096];
+
+static void name_function(uint64_t function) {
+    /* the kernel's name, once per CUfunction (cuFuncGetName, CUDA 12.3+) */
+    if (!flight || !fn.func_name || !function) return;
+    size_t i = (size_t)((function >> 4) * 0x9e3779b97f4a7c15ull >> 52) & 4095u;
+    pthread_mutex_lock(&seen_mu);
+    size_t probes = 0;
+    while (named_functions[i] && named_functions[i] != function && probes < 4096) { i = (i + 1) & 4095u; probes++; }
+    int known = probes >= 4096 || named_functions[i] == function;
+    if (!known) named_functions[i] = function;
+    pthread_mutex_unlock(&seen_mu);
+    if (known) return;
+    const char *name = NULL;
+    ts.busy = 1;  /* the driver call made here is ctxlab's, not the program's */
+    int status = fn.func_name(&name, (void *)(uintptr_t)function);
+    ts.busy = 0;
+    if (status != 0 || !name) return;
+    size_t n = strnlen(name, 2000);
+    uint64_t head[1] = {function};
+    flight_item(ITEM_FUNCTION, head, sizeof(head), name, (uint32_t)n);
+}
+
 /* ---------------------------------------------------------------- stacks */
+
+/* A stack's state and thread, in whichever store holds it (mu held). */
+static uint32_t st_state(uint32_t id) { return flight ? fstacks[id - 1].state : stacks[id - 1].state; }
+static void st_set(uint32_t id, uint32_t state) {
+    if (flight) __atomic_store_n(&fstacks[id - 1].state, state, __ATOMIC_RELEASE);
+    else stacks[id - 1].state = state;
+}
+static uint32_t st_tid(uint32_t id) { return flight ? fstacks[id - 1].tid : stacks[id - 1].tid; }
+static size_t st_count(void) { return flight ? (size_t)flight->nstacks : nstacks; }
+
+static uint32_t new_flight_stack_locked(uint32_t state, uint32_t tid) {
+    if (flight->nstacks >= flight->cap_stacks) { flight->dropped_stacks++; return 0; }
+    fstack_t *s = &fstacks[flight->nstacks];
+    s->state = state; s->tid = tid; s->nframes = 0; s->asked_by = 0;
+    publish(&flight->nstacks, flight->nstacks + 1);
+    return (uint32_t)flight->nstacks;
+}
 
 static uint32_t new_stack(uint32_t state, uint32_t tid) {
     pthread_mutex_lock(&mu);
+    if (flight) {
+        uint32_t id = new_flight_stack_locked(state, tid);
+        pthread_mutex_unlock(&mu);
+        return id;
+    }
     if (!grow((void **)&stacks, &capstacks, nstacks + 1, sizeof(pystack_t))) {
         pthread_mutex_unlock(&mu);
         return 0;
@@ -214,8 +482,6 @@ static uint32_t new_stack(uint32_t state, uint32_t tid) {
     pthread_mutex_unlock(&mu);
     return id;
 }
-
-static void (*decref)(void *);
 
 static uint32_t walk_with_gil(uint32_t tid) {
     /* The GIL is held by this thread: the C API can be used, and no Python code runs. */
@@ -234,6 +500,29 @@ static uint32_t walk_with_gil(uint32_t tid) {
         f = back;
     }
     if (f) decref(f);
+    if (flight) {  /* the codes named in the flight file; the frame's references go to the code table */
+        uint64_t sig = 0x84222325cbf29ce4ull ^ n;
+        for (uint32_t i = 0; i < 2 * n; i++) sig = (sig ^ frames[i]) * 0x100000001b3ull;
+        if (ts.last_stack && ts.last_gen == flight_gen && ts.last_sig == sig) {
+            for (uint32_t i = 0; i < n; i++) decref((void *)(uintptr_t)frames[2 * i]);
+            if (collecting && fn.gc_enable) fn.gc_enable();
+            return ts.last_stack;
+        }
+        uint32_t ids[MAX_FRAMES];
+        for (uint32_t i = 0; i < n; i++) ids[i] = code_id((void *)(uintptr_t)frames[2 * i]);
+        if (collecting && fn.gc_enable) fn.gc_enable();
+        pthread_mutex_lock(&mu);
+        uint32_t id = new_flight_stack_locked(S_NATIVE, tid);
+        if (id) {
+            fstack_t *s = &fstacks[id - 1];
+            for (uint32_t i = 0; i < n; i++) { s->frames[i].code = ids[i]; s->frames[i].line = (uint32_t)frames[2 * i + 1]; }
+            s->nframes = n;
+            native_count++;
+        }
+        pthread_mutex_unlock(&mu);
+        ts.last_sig = sig; ts.last_stack = id; ts.last_gen = flight_gen;
+        return id;
+    }
     if (collecting && fn.gc_enable) fn.gc_enable();
     uint32_t id = 0;
     pthread_mutex_lock(&mu);
@@ -287,7 +576,7 @@ static uint32_t take_stack(uint32_t tid) {
                 ts.pending = id;
             } else {
                 pthread_mutex_lock(&mu);
-                stacks[id - 1].state = S_ABANDONED;
+                st_set(id, S_ABANDONED);
                 pthread_mutex_unlock(&mu);
             }
             pthread_mutex_unlock(&req_mu);
@@ -311,12 +600,12 @@ static void wait_for_snapshot(void) {
     pthread_mutex_lock(&req_mu);
     for (;;) {
         pthread_mutex_lock(&mu);
-        uint32_t state = stacks[id - 1].state;
+        uint32_t state = st_state(id);
         pthread_mutex_unlock(&mu);
         if (state != S_PENDING) { ts.misses = 0; break; }
         if (!helper_running || pthread_cond_timedwait(&done_cv, &req_mu, &deadline) == ETIMEDOUT) {
             pthread_mutex_lock(&mu);
-            if (stacks[id - 1].state == S_PENDING) { stacks[id - 1].state = S_ABANDONED; abandoned++; ts.misses++; }
+            if (st_state(id) == S_PENDING) { st_set(id, S_ABANDONED); abandoned++; ts.misses++; }
             pthread_mutex_unlock(&mu);
             break;
         }
@@ -340,7 +629,7 @@ uint32_t ctxlab_next_request(int timeout_ms, uint32_t *tid) {
     pthread_mutex_unlock(&req_mu);
     if (id) {
         pthread_mutex_lock(&mu);
-        *tid = stacks[id - 1].tid;
+        *tid = st_tid(id);
         pthread_mutex_unlock(&mu);
     }
     return id;
@@ -351,8 +640,8 @@ int ctxlab_served(uint32_t id) {
     int ok = 0;
     pthread_mutex_lock(&req_mu);
     pthread_mutex_lock(&mu);
-    if (id && id <= nstacks && stacks[id - 1].state == S_PENDING) {
-        stacks[id - 1].state = S_SERVED;
+    if (id && id <= st_count() && st_state(id) == S_PENDING) {
+        st_set(id, S_SERVED);
         served_count++;
         ok = 1;
     }
@@ -420,6 +709,12 @@ static int layout_of(uint64_t function, uint16_t *sizes) {
 
 static uint32_t keep_blob(const uint8_t *data, size_t len, uint32_t *out_len, uint16_t *flags) {
     uint32_t at = 0;
+    if (flight) {
+        at = flight_item(ITEM_BLOB, data, (uint32_t)len, NULL, 0);
+        if (at) *out_len = (uint32_t)len;
+        else { *flags |= F_BLOB_DROPPED; dropped_blobs++; }
+        return at;
+    }
     pthread_mutex_lock(&mu);
     if (nblobs + len > BLOB_LIMIT || !grow((void **)&blobs, &capblobs, nblobs + len, 1)) {
         dropped_blobs++;
@@ -438,7 +733,7 @@ static void keep_launch(const spec_t *spec, uint64_t params, uint64_t context, f
     /* the arguments as (u32 index, u32 size, bytes) items; index 0xffffffff: the packed extra buffer.
        Only where memory of another context than the launch's exists: else no argument can point there. */
     int n_owners = nowners;
-    if (n_owners == 0 || (n_owners == 1 && owners[0] == context)) return;
+    if ((n_owners == 0 || (n_owners == 1 && owners[0] == context)) && !freed_any) return;
     uint8_t buf[MAX_ARG_BYTES];
     size_t len = 0;
     uint64_t function = read_u64(params + (uint64_t)spec->f_off);
@@ -522,6 +817,17 @@ static volatile int recorded_any;  /* read without the lock by a fork hook: has 
 static void emit(const record_t *r) {
     recorded_any = 1;
     pthread_mutex_lock(&mu);
+    if (flight) {
+        if (flight->nrecords < flight->cap_records) {
+            frecords[flight->nrecords] = *r;
+            publish(&flight->nrecords, flight->nrecords + 1);
+        } else {
+            flight->dropped_records++;
+        }
+        publish(&flight->heartbeat, r->end);
+        pthread_mutex_unlock(&mu);
+        return;
+    }
     if (grow((void **)&records, &caprecords, nrecords + 1, sizeof(record_t))) records[nrecords++] = *r;
     pthread_mutex_unlock(&mu);
 }
@@ -565,17 +871,32 @@ void ctxlab_callback(void *userdata, uint32_t domain, uint32_t cbid, const void 
     uint32_t site = *(const uint32_t *)(uintptr_t)base;
     uint64_t params = read_u64(base + 16);
     if (site == 0) {
+        slot_t *slot = my_slot(tid);
         if (ts.depth < MAX_DEPTH) {
             frame_t *fr = &ts.frames[ts.depth];
             memset(fr, 0, sizeof(*fr));
             fr->start = now();
-            uint64_t values[MAX_FIELDS] = {0, 0, 0};
+            fr->domain = (uint16_t)domain;
+            fr->cbid = cbid;
+            uint64_t values[MAX_FIELDS] = {0, 0, 0, 0, 0};
             capture(spec, 0, params, values);
-            fr->a = values[0]; fr->b = values[1]; fr->c = values[2];
+            fr->a = values[0]; fr->b = values[1]; fr->c = values[2]; fr->d = values[3]; fr->e = values[4];
             if (domain == DOMAIN_DRIVER && ts.runtime_depth > 0) fr->flags |= F_NESTED_IN_RUNTIME;
             if (spec->want & W_CALLERS) keep_callers(fr);
+            if (slot) {  /* which call this thread is inside, for a parent watching a hang */
+                slot->inner_domain = domain; slot->inner_cbid = cbid; slot->inner_start = fr->start;
+                slot->inner_a = fr->a;
+                if (ts.depth == 0) {
+                    slot->outer_domain = domain; slot->outer_cbid = cbid; slot->outer_start = fr->start;
+                    slot->context = read_u64(base + 40);
+                    slot->gil = fn.gil_check && fn.this_thread_state && fn.this_thread_state() ? (uint32_t)fn.gil_check() : 0;
+                    slot->stack = 0;
+                }
+                __atomic_store_n(&slot->depth, (uint32_t)ts.depth + 1, __ATOMIC_RELEASE);
+            }
         }
         ts.depth++;
+        if ((spec->want & W_NAME) && spec->f_off >= 0) name_function(read_u64(params + (uint64_t)spec->f_off));
         if (domain == DOMAIN_RUNTIME) ts.runtime_depth++;
         if ((spec->want & W_LAUNCH) && ts.depth <= MAX_DEPTH) {
             frame_t *fr = &ts.frames[ts.depth - 1];
@@ -583,6 +904,7 @@ void ctxlab_callback(void *userdata, uint32_t domain, uint32_t cbid, const void 
             if (fr->blob) take_stack(tid);  /* a launch the pointer rule may report */
         }
         if (spec->want & W_STACK) take_stack(tid);
+        if (slot && ts.outer_stack) slot->stack = ts.outer_stack;
         return;
     }
     record_t r;
@@ -593,15 +915,15 @@ void ctxlab_callback(void *userdata, uint32_t domain, uint32_t cbid, const void 
     if (ts.depth < MAX_DEPTH) {
         frame_t *fr = &ts.frames[ts.depth];
         r.start = fr->start ? fr->start : r.end;
-        r.a = fr->a; r.b = fr->b; r.c = fr->c;
+        r.a = fr->a; r.b = fr->b; r.c = fr->c; r.d = fr->d; r.e = fr->e;
         r.blob = fr->blob; r.blob_len = fr->blob_len;
         r.flags = fr->flags;
     } else {
         r.start = r.end;
     }
-    uint64_t values[MAX_FIELDS] = {r.a, r.b, r.c};
+    uint64_t values[MAX_FIELDS] = {r.a, r.b, r.c, r.d, r.e};
     capture(spec, 1, params, values);
-    r.a = values[0]; r.b = values[1]; r.c = values[2];
+    r.a = values[0]; r.b = values[1]; r.c = values[2]; r.d = values[3]; r.e = values[4];
     r.domain = (uint16_t)domain;
     r.cbid = cbid;
     r.tid = tid;
@@ -612,6 +934,13 @@ void ctxlab_callback(void *userdata, uint32_t domain, uint32_t cbid, const void 
     uint64_t ret = read_u64(base + 24);
     r.status = ret ? *(const int32_t *)(uintptr_t)ret : 0;
     if ((spec->want & W_ALLOC) && r.status == 0 && r.context) note_owner(r.context);
+    if ((spec->want & W_FREE) && r.status == 0) freed_any = 1;
+    if (r.status != 0 && r.status != 600 && failure_callers && !r.blob) {  /* 600: NOT_READY, an answer */
+        frame_t callers;
+        memset(&callers, 0, sizeof(callers));
+        keep_callers(&callers);
+        r.blob = callers.blob; r.blob_len = callers.blob_len; r.flags |= callers.flags;
+    }
     if ((spec->want & W_STACK) || (r.status != 0 && failure_stacks) || ts.outer_stack
         || (first_kind_stacks && ts.depth == 0 && first_of_kind(domain, cbid, r.context)))
         r.stack = take_stack(tid);
@@ -620,6 +949,18 @@ void ctxlab_callback(void *userdata, uint32_t domain, uint32_t cbid, const void 
         ts.outer_stack = 0;
     }
     emit(&r);
+    slot_t *slot = my_slot(tid);
+    if (slot) {
+        if (ts.depth == 0) {
+            slot->last_end = r.end;
+            slot->calls++;
+        } else if (ts.depth <= MAX_DEPTH) {
+            const frame_t *up = &ts.frames[ts.depth - 1];
+            slot->inner_domain = up->domain; slot->inner_cbid = up->cbid; slot->inner_start = up->start;
+            slot->inner_a = up->a;
+        }
+        __atomic_store_n(&slot->depth, (uint32_t)ts.depth, __ATOMIC_RELEASE);
+    }
 }
 
 /* ---------------------------------------------------------------- set-up and reading, from Python */
@@ -671,8 +1012,16 @@ void ctxlab_set_launch(uint32_t cbid, int f_off, int params_off, int extra_off) 
     s->f_off = (int16_t)f_off; s->params_off = (int16_t)params_off; s->extra_off = (int16_t)extra_off;
 }
 
+/* A launch whose function the flight recorder names (f_off: the CUfunction's offset in its params struct). */
+void ctxlab_set_launch_function(uint32_t cbid, int f_off) {
+    if (cbid >= MAX_CBID) return;
+    spec_t *s = &specs[DOMAIN_DRIVER][cbid];
+    s->want |= W_NAME;
+    s->f_off = (int16_t)f_off;
+}
+
 void ctxlab_set_active(int on) { active = on; }
-void ctxlab_set_failure_stacks(int on) { failure_stacks = on; first_kind_stacks = on; }
+void ctxlab_set_failure_stacks(int on) { failure_stacks = on; first_kind_stacks = on; failure_callers = on; }
 
 /* Move the records out: copies at most max of them into out, returns how many. */
 size_t ctxlab_take_records(record_t *out, size_t max) {
@@ -732,6 +1081,7 @@ void ctxlab_reset(void) {
     memset(seen, 0, sizeof(seen));
     nseen = 0;
     nowners = 0;
+    freed_any = 0;
     pthread_mutex_unlock(&seen_mu);
     pthread_mutex_lock(&req_mu);
     ring_head = ring_tail = 0;
@@ -746,6 +1096,7 @@ static void after_fork_in_child(void) {
     req_cv = fresh_cv; done_cv = fresh_cv;
     helper_running = 0;
     ring_head = ring_tail = 0;
+    flight = NULL;  /* the parent's recording is the parent's: a forked child must not write into it */
 }
 
 __attribute__((constructor)) static void install_fork_handler(void) {

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from types import FrameType
 
-from ctxlab.stacks import frame_stack, is_user_file, shown
+from ctxlab.tracing.frames import frame_stack, is_user_file, shown
 
 
 def user_frames(frames: list[tuple[int, int]]) -> tuple[list[list], str | None]:
@@ -119,15 +119,19 @@ class ThreadNames:
                     self.idents[t.native_id] = t.ident
         return alive
 
-    def watch(self) -> None:
-        """Name the threads alive, and each thread that starts from now on at its first Python call."""
+    def watch(self, on_name: Callable[[int, int | None, str], None] | None = None) -> None:
+        """Name the threads alive, and each thread that starts from now on at its first Python call (telling
+        ``on_name(OS thread id, threading ident, name)`` of each, where given)."""
         self.refresh()
         self._saved = saved = threading.getprofile()
         names, idents = self.names, self.idents
 
         def first_call(frame, event, arg):
-            names[threading.get_native_id()] = threading.current_thread().name
-            idents[threading.get_native_id()] = threading.get_ident()
+            tid, name = threading.get_native_id(), threading.current_thread().name
+            names[tid] = name
+            idents[tid] = threading.get_ident()
+            if on_name is not None:
+                on_name(tid, idents[tid], name)
             sys.setprofile(saved)
             return saved(frame, event, arg) if saved is not None else None
 

@@ -1,0 +1,131 @@
+"""Predicates over the state model (``ctxlab.audit.state``) for failing calls: a sticky error traced to the
+launches that could have caused it, with every later failing call folded into it (its blast radius); and
+every other failing call the rules before it did not explain, each with the state that explains it.
+
+Messages are built from the values observed (calls, statuses, threads, handles)."""
+
+from __future__ import annotations
+
+from ctxlab.audit.engine import Hit, Stream, call_text
+from ctxlab.audit.probes import is_probe
+from ctxlab.audit.state import STICKY, model
+
+ORIGIN_SHOWN = 4
+FOLDED_SHOWN = 6
+
+
+def _thread(e: dict) -> str:
+    return str(e.get("thread", "?"))
+
+
+def kernel_of(s: Stream, launch: dict) -> str:
+    """A launch as a report names it: its kernel's name where the driver named it, its library, its stream."""
+    args = launch.get("args") or {}
+    kernels = s.run.kernels if s.run is not None else {}
+    name = kernels.get(args.get("function", 0)) if args.get("function") else None
+    if name is None:
+        name = next((kernels[c["args"]["function"]] for c in s.by_tid.get(launch.get("tid"), ())
+                     if c.get("from") == "callback" and (c.get("args") or {}).get("function") in kernels
+                     and launch.get("start", 0) <= c.get("start", 0) <= launch.get("end", 0)), None)
+    text = f"kernel {name}" if name else f"a kernel ({launch.get('name')})"
+    library = launch.get("library")
+    if library:
+        text += f" from {library}"
+    stream = args.get("stream")
+    text += f" on stream {stream:#x}" if stream else " on the default stream"
+    return text
+
+
+def _place(e: dict) -> str:
+    stack = e.get("stack") or []
+    if stack:
+        frame = stack[0]
+        return f" at {frame[0]}:{frame[1]}"
+    return ""
+
+
+def sticky_error(s: Stream) -> list[Hit]:
+    """The first sticky (700-class) error of each context: the launches that can have caused it, and every
+    later failing call into that context, or with a sticky status, folded into the one finding."""
+    m = model(s)
+    hits = []
+    pinned = s.run.pinned if s.run is not None else {}
+    for ctx, first in sorted(m.sticky.items(), key=lambda item: item[1].get("start", 0)):
+        at = first.get("start", 0)
+        origins = m.launches_before(ctx, at)
+        exact = pinned.get(ctx)
+        later = [e for e in s.calls if e is not first and e.get("start", 0) >= at and id(e) in m.states
+                 and (e.get("context") == ctx or e.get("status") in STICKY)]
+        libraries = sorted({m.states[id(e)].library or "the program" for e in later})
+        shown = []
+        for e in later:
+            label = f"{e['name']} ({e.get('status')}) on thread {_thread(e)}{_place(e)}"
+            if label not in shown:
+                shown.append(label)
+        if exact is not None:
+            cause = (f"Re-run with launches serialised (CUDA_LAUNCH_BLOCKING=1), the fault is {exact['kernel']}, "
+                     f"launched on thread {exact['thread']}{exact['place']}")
+        elif origins:
+            named = "; ".join(f"{kernel_of(s, o)} on thread {_thread(o)}{_place(o)}" for o in origins[:ORIGIN_SHOWN])
+            more = f" and {len(origins) - ORIGIN_SHOWN} more" if len(origins) > ORIGIN_SHOWN else ""
+            cause = (f"Launched into it since its last synchronisation that succeeded, newest first: {named}{more}. "
+                     f"The fault is in one of these (the newest is reported here); `ctxlab audit --pin` re-runs the "
+                     f"program with launches serialised to name the one")
+        else:
+            cause = "No launch into this context was recorded before it (one made before tracing began?)"
+        folded = ""
+        if later:
+            folded = (f" After it, {len(later)} failing call(s) of {', '.join(libraries)} returned errors of this "
+                      f"context: {'; '.join(shown[:FOLDED_SHOWN])}{' ...' if len(shown) > FOLDED_SHOWN else ''}")
+        message = (f"{first['name']} on thread {_thread(first)} returned {first.get('status')}: a kernel faulted in "
+                   f"context {ctx:#x} and the error is sticky (every later call into the context fails, whichever "
+                   f"library makes it). {cause}.{folded}")
+        if exact is not None and exact.get("event") is not None:
+            deciding = exact["event"]
+        else:
+            deciding = next((o for o in origins if o.get("stack")), first)
+        related = [("surfaced at", first)] + [("also launched before it", o) for o in origins[1:ORIGIN_SHOWN]]
+        hits.append(Hit(deciding, message, calls=(first, *later), related=tuple(related)))
+    return hits
+
+
+def failed_call(s: Stream) -> list[Hit]:
+    """Every failing call that no rule before it explained and that no library probed on purpose: what state
+    the call met. One finding per thread, function, status and line (a loop that fails counts its calls)."""
+    m = model(s)
+    groups: dict[tuple, list[dict]] = {}
+    for e in s.calls:
+        state = m.states.get(id(e))
+        if state is None or id(e) in s.explained or is_probe(state):
+            continue
+        frame = tuple((e.get("stack") or [[None, None]])[0][:2])
+        groups.setdefault((e.get("tid"), e.get("name"), e.get("status"), frame), []).append(e)
+    hits = []
+    for (_tid, name, status, _frame), calls in groups.items():
+        e = calls[0]
+        state = m.states[id(e)]
+        who = f"made by {state.library}" if state.library else "made by the program itself"
+        times = f" ({len(calls)} times)" if len(calls) > 1 else ""
+        hits.append(Hit(e, f"{name} on thread {_thread(e)} returned {status}{times}, {who}: {state.describe()}",
+                        calls=tuple(calls)))
+    return hits
+
+
+def probes(s: Stream) -> list[dict]:
+    """The failing calls libraries made on purpose and handled, grouped: (library, call, status, count, why)."""
+    m = model(s)
+    from ctxlab.audit.probes import probe_of
+
+    out: dict[tuple, dict] = {}
+    for e in s.calls:
+        state = m.states.get(id(e))
+        if state is None or not is_probe(state):
+            continue
+        entry = probe_of(state)
+        why = (f"beneath {call_text(state.handled_by)}, which succeeded" if state.handled_by is not None
+               else entry.why if entry is not None else "")
+        key = (state.library, e.get("name"), e.get("status"))
+        row = out.setdefault(key, {"library": state.library, "call": e.get("name"), "status": e.get("status"),
+                                   "count": 0, "why": why})
+        row["count"] += 1
+    return list(out.values())

@@ -1,0 +1,227 @@
+"""Predicates for whole classes of hazard that follow from the state model and the calls' parameters: a call
+that breaks a graph capture in progress, memory used or freed after it was freed, a stream, event or module
+used after its own destroy or unload, an allocation that ran out of memory while the process held memory
+elsewhere, and a launch refused for its configuration. Each finding names the state that explains it."""
+
+from __future__ import annotations
+
+from ctxlab.audit.engine import Hit, Stream
+from ctxlab.audit.hooks import arguments
+from ctxlab.audit.state import CAPTURE_MODES, model, ok
+from ctxlab.tracing.fields import launch_shape
+
+CAPTURE_STATUSES = ("CUDA_ERROR_STREAM_CAPTURE", "cudaErrorStreamCapture", "CUDA_ERROR_CAPTURED_EVENT",
+                    "cudaErrorCapturedEvent")
+OUT_OF_MEMORY = ("CUDA_ERROR_OUT_OF_MEMORY", "cudaErrorMemoryAllocation")
+CONFIG_STATUSES = ("CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "cudaErrorInvalidConfiguration",
+                   "cudaErrorInvalidValue", "cudaErrorLaunchOutOfResources")
+MAX_THREADS_PER_BLOCK = 1024
+MAX_BLOCK_Z = 64
+STATIC_SHARED_LIMIT = 48 * 1024  # more dynamic shared memory needs cuFuncSetAttribute first
+FREE_CALLS = ("cuMemFree", "cudaFree")
+
+
+def _thread(e: dict) -> str:
+    return str(e.get("thread", "?"))
+
+
+def _at(e: dict) -> str:
+    frame = (e.get("stack") or [[None, None]])[0]
+    return f" at {frame[0]}:{frame[1]}" if frame[0] else ""
+
+
+def capture_violation(s: Stream) -> list[Hit]:
+    """A call made while a stream was capturing a graph that the capture does not allow (a synchronous copy,
+    an allocation, a synchronisation, work on the legacy stream, or, in global mode, such a call from any
+    thread): it fails, and the capture is invalidated (its end call fails too, folded here)."""
+    m = model(s)
+    hits, seen = [], set()
+    for e in s.calls:
+        state = m.states.get(id(e))
+        if state is None or id(e) in s.explained:
+            continue
+        capturing = [c for c in state.captures if c.begin is not e]
+        status = str(e.get("status"))
+        if not capturing and not status.startswith(CAPTURE_STATUSES):
+            continue
+        if not capturing:
+            capturing = [c for c in m.captures if c.begin.get("start", 0) <= e.get("start", 0)][-1:]
+        if not capturing:
+            continue
+        capture = capturing[-1]
+        if capture.end is e or (id(capture.begin), e.get("name")) in seen:
+            continue
+        seen.add((id(capture.begin), e.get("name")))
+        mode = CAPTURE_MODES.get(capture.mode, "unknown") if capture.mode is not None else "unknown"
+        other = e.get("tid") != capture.begin.get("tid")
+        where = (f"from thread {_thread(e)}, another thread than the capturing one" if other else f"on thread "
+                 f"{_thread(e)}, the capturing thread")
+        rule = ("in global mode no thread may make an unsafe call (synchronous copies, allocations, "
+                "synchronisations) while any capture is in progress" if mode == "global" and other else
+                "a call that would synchronise or touch the legacy stream cannot be captured")
+        end = capture.end
+        ended = (f"; the capture's {end['name']} then returned {end.get('status')}" if end is not None
+                 and not ok(end) else "")
+        hits.append(Hit(e, f"{e['name']} {where} returned {e.get('status')} while stream {capture.stream:#x} was "
+                           f"capturing a graph ({mode} mode, begun with {capture.begin['name']} on thread "
+                           f"{_thread(capture.begin)}{_at(capture.begin)}): {rule}. The capture is invalidated"
+                           f"{ended}. Make such calls before the capture begins or after it ends, or capture in "
+                           f"thread-local or relaxed mode when other threads must go on",
+                        calls=(e, *((end,) if end is not None and not ok(end) else ())),
+                        related=(("capture begun at", capture.begin),)))
+    return hits
+
+
+def freed_memory_used(s: Stream) -> list[Hit]:
+    """Memory freed and then freed again, copied, set, or passed to a kernel: the call names the allocation
+    and where it was freed (a freed block may already belong to someone else)."""
+    m = model(s)
+    hits, seen = [], set()
+    for e in s.calls:
+        if id(e) in s.explained or e.get("from") == "callback" and s.enclosing_runtime(e) is not None:
+            continue
+        state = m.states.get(id(e))
+        at = e.get("start", 0)
+        found = []
+        if state is not None:
+            found = [(role, address, block) for role, address, block in state.blocks if block is not None
+                     and block.freed is not None and block.freed is not e and block.freed.get("start", 0) < at]
+        elif "arguments" in e and e.get("name", "").startswith("cuLaunch"):
+            for index, raw in arguments(e["arguments"]):
+                for offset in range(0, len(raw) - 7, 8):
+                    value = int.from_bytes(raw[offset:offset + 8], "little")
+                    block = m.block(value, at) if value >= 1 << 16 else None
+                    if block is not None and block.freed is not None and block.freed.get("start", 0) < at:
+                        found.append((f"parameter {index}", value, block))
+        for role, address, block in found[:1]:
+            key = (id(block), e.get("name"))
+            if key in seen:
+                continue
+            seen.add(key)
+            again = e.get("name", "").startswith(FREE_CALLS) and address == block.base
+            what = "freed again" if again else f"used ({role} {address:#x})"
+            outcome = f"returned {e.get('status')}" if not ok(e) else "ran"
+            assert block.freed is not None
+            hits.append(Hit(e, f"{e['name']} on thread {_thread(e)} {outcome}: the {block.size}-byte allocation at "
+                               f"{block.base:#x} ({block.made['name']} on thread {_thread(block.made)}"
+                               f"{_at(block.made)}) was {what} after {block.freed['name']} on thread "
+                               f"{_thread(block.freed)}{_at(block.freed)} had freed it. Freed memory may already "
+                               f"hold another allocation: free each block once, after its last use",
+                            calls=(block.freed, e), related=(("freed at", block.freed), ("allocated at", block.made))))
+    return hits
+
+
+def handle_destroyed(s: Stream) -> list[Hit]:
+    """A stream, event or module used after the program destroyed or unloaded it."""
+    m = model(s)
+    hits, seen = [], set()
+    for e in s.calls:
+        state = m.states.get(id(e))
+        if state is None or id(e) in s.explained:
+            continue
+        for role, value, known in state.handles:
+            if known is None or known.gone is None or known.gone is e:
+                continue
+            if known.gone.get("start", 0) >= e.get("start", 0) or (id(known), e.get("tid")) in seen:
+                continue
+            seen.add((id(known), e.get("tid")))
+            gone = known.gone
+            hits.append(Hit(e, f"{e['name']} on thread {_thread(e)} returned {e.get('status')}: its {role} "
+                               f"{value:#x} ({known.kind} made by {known.made['name']} on thread "
+                               f"{_thread(known.made)}{_at(known.made)}) had been released by {gone['name']} on "
+                               f"thread {_thread(gone)}{_at(gone)}. A destroyed handle's value may be reused by the "
+                               f"next one made: keep each handle until its last use, or drop every reference to it "
+                               f"when it is destroyed",
+                            calls=(gone, e), related=(("destroyed at", gone), ("made at", known.made))))
+            break
+    return hits
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB" if n < 1 << 30 else f"{n / (1 << 30):.1f} GiB"
+
+
+def out_of_memory(s: Stream) -> list[Hit]:
+    """An allocation that failed for lack of memory, with what the process held on that device then: bytes
+    allocated and not freed per context and per library (a library's pool keeps what it freed), and the
+    contexts alive there."""
+    m = model(s)
+    hits, seen = [], set()
+    for e in s.calls:
+        state = m.states.get(id(e))
+        if state is None or id(e) in s.explained or not str(e.get("status")).startswith(OUT_OF_MEMORY):
+            continue
+        if state.handled_by is None and e.get("from") == "callback" and s.enclosing_runtime(e) is not None:
+            continue  # the runtime's own call around it fails too and is the one reported
+        key = (e.get("tid"), e.get("name"), (e.get("stack") or [[None, None]])[0][1])
+        if key in seen:
+            continue
+        seen.add(key)
+        at = e.get("start", 0)
+        held: dict[str, int] = {}
+        for block in m.blocks:
+            if block.made.get("start", 0) <= at and (block.freed is None or block.freed.get("start", 0) > at):
+                who = _allocator(s, block.made)
+                held[who] = held.get(who, 0) + block.size
+        asked = (e.get("args") or {}).get("size")
+        holders = ", ".join(f"{who} {_mib(n)}" for who, n in sorted(held.items(), key=lambda kv: -kv[1])) or "nothing"
+        contexts = [c for c in m.facts.made if c not in m.facts.destroyed and m.facts.device.get(c) == state.device]
+        want = f" of {_mib(asked)}" if asked else ""
+        hits.append(Hit(e, f"{e['name']}{want} on thread {_thread(e)} returned {e.get('status')}: the process held "
+                           f"{holders} in allocations not freed (a library's memory pool keeps what the program freed "
+                           f"for reuse), and {len(contexts)} context(s) on this GPU, each holding memory of its own. "
+                           f"Free the other library's cache first (cupy.get_default_memory_pool().free_all_blocks(), "
+                           f"torch.cuda.empty_cache()) or let one library own the GPU's memory",
+                        calls=(e,)))
+    return hits
+
+
+def _allocator(s: Stream, made: dict) -> str:
+    from ctxlab.audit.state import caller_of
+
+    outer = s.enclosing_runtime(made)
+    library, _ = caller_of(outer or made, s)
+    if library == "the CUDA runtime" and outer is not None:
+        library = caller_of(outer, s)[0]
+    return library or made.get("library") or "the program"
+
+
+def launch_config(s: Stream) -> list[Hit]:
+    """A launch refused for its configuration: more threads per block than the device allows, a block's z over
+    64, more dynamic shared memory than a kernel gets without opting in."""
+    m = model(s)
+    hits, seen = [], set()
+    for e in s.calls:
+        state = m.states.get(id(e))
+        if state is None or id(e) in s.explained or not e.get("name", "").startswith(("cuLaunch", "cudaLaunch")):
+            continue
+        if str(e.get("status")) not in CONFIG_STATUSES:
+            continue
+        shape = launch_shape(e.get("args") or {})
+        if shape is None:
+            continue
+        grid, block, shared = shape
+        threads = block[0] * block[1] * max(block[2], 1)
+        problems = []
+        if threads > MAX_THREADS_PER_BLOCK:
+            problems.append(f"a block of {block[0]} x {block[1]} x {block[2]} = {threads} threads, over the "
+                            f"{MAX_THREADS_PER_BLOCK} a block may have")
+        if block[2] > MAX_BLOCK_Z:
+            problems.append(f"a block depth of {block[2]}, over {MAX_BLOCK_Z}")
+        if shared > STATIC_SHARED_LIMIT:
+            problems.append(f"{shared} bytes of dynamic shared memory, over the {STATIC_SHARED_LIMIT} a kernel gets "
+                            f"without cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+        if 0 in block[:2] or 0 in grid[:2]:
+            problems.append(f"an empty grid or block (grid {grid[0]} x {grid[1]}, block {block[0]} x {block[1]})")
+        if not problems and str(e.get("status")).endswith(("OUT_OF_RESOURCES", "OutOfResources")):
+            problems.append(f"a block of {threads} threads whose registers or shared memory exceed what one "
+                            f"multiprocessor has (cuFuncGetAttribute gives the kernel's needs)")
+        if not problems:
+            continue
+        key = (e.get("tid"), (e.get("stack") or [[None, None]])[0][1])
+        if key in seen:
+            continue
+        seen.add(key)
+        hits.append(Hit(e, f"{e['name']} on thread {_thread(e)} returned {e.get('status')}: the launch asked for "
+                           f"{'; '.join(problems)}. No kernel ran; fix the launch's configuration", calls=(e,)))
+    return hits

@@ -1,0 +1,323 @@
+"""A model of the program's CUDA state, replayed from the recorded calls in time order, and the state each
+failing call met: the thread's current context (none, primary of device N, created, green; who made it;
+destroyed, released or reset), the device its runtime has set, the contexts and lives of the handles the call
+passes (stream, event, module, function, memory), whether that context already held a sticky error, which
+streams were capturing a graph, and who made the call (the program itself or a library, and whether a call
+around it succeeded: a probe the library handled).
+
+The rules read it (``model(stream)``); findings follow from it, and the rules only name causes. Nothing here
+is guessed from a function's name beyond what the driver documents each call to do.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from ctxlab.audit.engine import NOT_CALLS, OK_STATUSES, Stream, end_of
+from ctxlab.audit.facts import Facts, facts
+from ctxlab.audit.hooks import allocation_size
+
+# Errors that poison a context: every later call into it returns the same error (the Driver API's list of
+# "the context cannot be used anymore, and must be destroyed" statuses, and the runtime's names for them).
+STICKY = frozenset({
+    "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_TIMEOUT", "CUDA_ERROR_HARDWARE_STACK_ERROR",
+    "CUDA_ERROR_ILLEGAL_INSTRUCTION", "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+    "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ASSERT", "CUDA_ERROR_ECC_UNCORRECTABLE",
+    "CUDA_ERROR_CONTEXT_IS_DESTROYED_BY_FAULT",
+    "cudaErrorIllegalAddress", "cudaErrorLaunchTimeout", "cudaErrorHardwareStackError", "cudaErrorIllegalInstruction",
+    "cudaErrorMisalignedAddress", "cudaErrorInvalidAddressSpace", "cudaErrorInvalidPc", "cudaErrorLaunchFailure",
+    "cudaErrorAssert", "cudaErrorECCUncorrectable"})
+# Answers that report a state, not a failure.
+ANSWERS = frozenset({"CUDA_ERROR_NOT_READY", "cudaErrorNotReady"})
+LAUNCHES = ("cuLaunchKernel", "cuLaunchCooperativeKernel", "cudaLaunchKernel", "cudaLaunchCooperativeKernel",
+            "cuGraphLaunch", "cudaGraphLaunch")
+SYNCS = ("cuCtxSynchronize", "cudaDeviceSynchronize", "cudaThreadSynchronize")
+STREAM_SYNCS = ("cuStreamSynchronize", "cudaStreamSynchronize")
+HANDLE_ROLES = (("stream", "stream"), ("event", "event"), ("end_event", "event"), ("module", "module"),
+                ("function", "function"))
+RUNTIME_OBJECTS = ("libcudart", "libcuda.so", "nvidia/cuda_runtime", "nvidia/cu13/lib/libcudart",
+                   "nvidia/cu12/lib/libcudart")
+
+
+def ok(event: dict) -> bool:
+    """The call returned success."""
+    return event.get("status") in OK_STATUSES
+
+
+def failing(event: dict) -> bool:
+    """A call that returned anything but success or a state answer (NOT_READY)."""
+    return (event.get("domain") not in NOT_CALLS and event.get("status") not in OK_STATUSES
+            and event.get("status") not in ANSWERS)
+
+
+@dataclass
+class Handle:
+    """A stream, event, module or function the program made while tracing, with its life."""
+
+    kind: str
+    value: int
+    context: int
+    made: dict
+    gone: dict | None = None  # the call that destroyed or unloaded it
+
+
+@dataclass
+class Block:
+    """An allocation: its address range, context, the call that made it and the one that freed it."""
+
+    base: int
+    end: int
+    context: int
+    made: dict
+    freed: dict | None = None
+
+    @property
+    def size(self) -> int:
+        """Its size in bytes."""
+        return self.end - self.base
+
+
+@dataclass
+class Capture:
+    """A stream capturing a CUDA graph, from its begin call to its end call (None while capturing)."""
+
+    stream: int
+    mode: int | None  # 0 global, 1 thread-local, 2 relaxed (CUstreamCaptureMode)
+    begin: dict
+    end: dict | None = None
+
+    def covers(self, t: int) -> bool:
+        """Whether the capture was in progress at time ``t``."""
+        return self.begin.get("start", 0) <= t and (self.end is None or t <= self.end.get("start", 0))
+
+
+CAPTURE_MODES = {0: "global", 1: "thread-local", 2: "relaxed"}
+
+
+@dataclass
+class CallState:
+    """What a call met: see the module docstring."""
+
+    event: dict
+    context: int
+    context_kind: str  # none, primary, created, green, unknown
+    device: int | None
+    context_gone: dict | None  # the call that destroyed, released or reset its current context
+    runtime_device: int | None  # the device the thread's runtime last set (cudaSetDevice)
+    handles: list[tuple[str, int, Handle | None]]  # (role, value, what the model knows of it)
+    blocks: list[tuple[str, int, Block | None]]  # (role, address, the allocation holding it, freed ones too)
+    sticky: dict | None  # the context's first sticky error before this call
+    captures: list[Capture]  # captures in progress at the call
+    library: str | None  # who made the call: None for the program's own code
+    handled_by: dict | None  # a call around it that succeeded: the library handled the failure
+
+    def describe(self) -> str:
+        """The state in one sentence, for a finding."""
+        if self.context_kind == "none":
+            where = "no context was current on its thread"
+        else:
+            kind = {"primary": f"the primary context of GPU {self.device}" if self.device is not None
+                    else "a primary context", "created": "a context made by cuCtxCreate",
+                    "green": "a green context", "unknown": "a context made before tracing began"}[self.context_kind]
+            where = f"the current context was {kind} ({self.context:#x})"
+            if self.context_gone is not None:
+                where += f", already destroyed by {self.context_gone.get('name', '?')}"
+        parts = [where]
+        if self.runtime_device is not None:
+            parts.append(f"the thread's runtime device was {self.runtime_device}")
+        for role, value, known in self.handles:
+            if known is None:
+                parts.append(f"its {role} {value:#x} was not made while tracing")
+            elif known.gone is not None and known.gone.get("start", 0) < self.event.get("start", 0):
+                parts.append(f"its {role} {value:#x} had been destroyed ({known.gone.get('name')})")
+            elif known.context and known.context != self.context:
+                parts.append(f"its {role} {value:#x} belongs to context {known.context:#x}")
+        for role, address, block in self.blocks:
+            if block is None:
+                parts.append(f"its {role} {address:#x} lies in no allocation made while tracing")
+            elif block.freed is not None and block.freed.get("start", 0) < self.event.get("start", 0):
+                parts.append(f"its {role} {address:#x} lies in a {block.size}-byte allocation already freed")
+            elif block.context and self.context and block.context != self.context:
+                parts.append(f"its {role} {address:#x} lies in memory of context {block.context:#x}")
+        if self.sticky is not None:
+            parts.append(f"the context already held {self.sticky.get('status')} (sticky)")
+        for capture in self.captures:
+            parts.append(f"stream {capture.stream:#x} was capturing a graph ({CAPTURE_MODES.get(capture.mode or 0, '?') if capture.mode is not None else '?'} "
+                         f"mode) on thread {capture.begin.get('thread', '?')}")
+        return "; ".join(parts)
+
+
+def caller_of(event: dict, stream: Stream) -> tuple[str | None, dict | None]:
+    """Who made a call (None: the program's own code) and the call around it that succeeded, if any.
+
+    A driver call the runtime made beneath one of its own calls is the runtime's; a call whose native caller
+    is a library's object (``callers``, innermost first) is that library's; a call through cuda.bindings is
+    made by the Python code that called it (a library's package, or the program)."""
+    outer = stream.enclosing_runtime(event) if event.get("domain") == "driver" else None
+    if event.get("from") == "callback" or outer is not None:
+        handled = outer if outer is not None and ok(outer) else None
+        return "the CUDA runtime", handled
+    for path in event.get("callers") or ():
+        if path.startswith(RUNTIME_OBJECTS) or "libcudart" in path:
+            continue
+        top = path.split("/")[0]
+        if top == "cuda":  # cuda.bindings, called from Python: the Python caller decides
+            return event.get("library") or None, None
+        return {"cupy_backends": "cupy", "jaxlib": "jax", "jax_plugins": "jax", "nvidia": path.split("/")[1]
+                if "/" in path else "nvidia"}.get(top, top.split(".")[0]), None
+    return event.get("library") or None, None
+
+
+@dataclass
+class Model:
+    """The replayed state (see the module docstring)."""
+
+    facts: Facts
+    states: dict[int, CallState] = field(default_factory=dict)  # id(event) -> state, for every failing call
+    handles: dict[tuple[str, int], list[Handle]] = field(default_factory=dict)
+    blocks: list[Block] = field(default_factory=list)
+    captures: list[Capture] = field(default_factory=list)
+    sticky: dict[int, dict] = field(default_factory=dict)  # context -> its first sticky error
+    launches: dict[int, list[dict]] = field(default_factory=dict)  # context -> launches that returned success
+    synced: dict[int, list[int]] = field(default_factory=dict)  # context -> times of successful full syncs
+
+    def handle(self, kind: str, value: int, at: int) -> Handle | None:
+        """The handle of this kind and value that existed (or had existed) at time ``at``."""
+        found = None
+        for h in self.handles.get((kind, value), ()):
+            if h.made.get("start", 0) <= at:
+                found = h
+        return found
+
+    def block(self, address: int, at: int) -> Block | None:
+        """The allocation (live or freed before ``at``) that held ``address`` last before ``at``."""
+        found = None
+        for b in self.blocks:
+            if b.base <= address < b.end and b.made.get("start", 0) <= at:
+                found = b
+        return found
+
+    def live_bytes(self, at: int) -> dict[int, int]:
+        """Bytes allocated and not freed at time ``at``, per context."""
+        out: dict[int, int] = {}
+        for b in self.blocks:
+            if b.made.get("start", 0) <= at and (b.freed is None or b.freed.get("start", 0) > at):
+                out[b.context] = out.get(b.context, 0) + b.size
+        return out
+
+    def launches_before(self, context: int, at: int, limit: int = 6) -> list[dict]:
+        """The launches into ``context`` after its last successful full synchronisation before ``at``, newest
+        first (the kernels a sticky error surfacing at ``at`` can have come from)."""
+        syncs = self.synced.get(context, [])
+        i = bisect.bisect_left(syncs, at)
+        since = syncs[i - 1] if i else 0
+        out = [e for e in self.launches.get(context, ()) if since <= e.get("start", 0) < at]
+        return out[::-1][:limit]
+
+
+def model(s: Stream) -> Model:
+    """The model of this stream (built once, kept on it)."""
+    known = getattr(s, "_model", None)
+    if known is not None:
+        return known
+    f = facts(s)
+    m = Model(facts=f)
+    runtime_device: dict = {}
+    for e in s.events:
+        if e.get("domain") == "resource":
+            continue
+        if e.get("domain") == "audit":
+            continue
+        _replay(m, s, e, runtime_device)
+    s._model = m  # type: ignore[attr-defined]
+    return m
+
+
+def _kind(f: Facts, ctx: int) -> str:
+    if not ctx:
+        return "none"
+    if ctx in f.green:
+        return "green"
+    if ctx in f.primary:
+        return "primary"
+    if ctx in f.created:
+        return "created"
+    return "unknown"
+
+
+def _replay(m: Model, s: Stream, e: dict, runtime_device: dict) -> None:
+    name, args, ctx, at = e.get("name", ""), e.get("args") or {}, e.get("context") or 0, e.get("start", 0)
+    if failing(e):
+        m.states[id(e)] = _state(m, s, e, runtime_device)
+        status = e.get("status")
+        if status in STICKY and ctx and ctx not in m.sticky:
+            m.sticky[ctx] = e
+    if name.startswith(("cuStreamEndCapture", "cudaStreamEndCapture")) and "stream" in args:
+        for capture in m.captures:  # a capture ends with its end call, whether or not that call succeeded
+            if capture.stream == args["stream"] and capture.end is None:
+                capture.end = e
+    if not ok(e):
+        return
+    nested = e.get("from") == "callback"
+    if name.startswith("cudaSetDevice") and "device" in args:
+        runtime_device[e.get("tid")] = args["device"]
+    if name.startswith(LAUNCHES) and ctx and not (nested and name.startswith("cuLaunch") and _covered(s, e)):
+        m.launches.setdefault(ctx, []).append(e)
+    elif name.startswith(SYNCS) and ctx:
+        m.synced.setdefault(ctx, []).append(end_of(e))
+    for kind, prefix, key in (("stream", "cuStreamCreate", "stream"), ("event", "cuEventCreate", "event"),
+                              ("module", "cuModuleLoad", "module"), ("function", "cuModuleGetFunction", "function"),
+                              ("function", "cuKernelGetFunction", "function")):
+        if name.startswith(prefix) and args.get(key):
+            m.handles.setdefault((kind, args[key]), []).append(Handle(kind, args[key], ctx, e))
+    for kind, prefix, key in (("stream", "cuStreamDestroy", "stream"), ("event", "cuEventDestroy", "event"),
+                              ("module", "cuModuleUnload", "module")):
+        if name.startswith(prefix) and args.get(key):
+            known = m.handle(kind, args[key], at)
+            if known is not None and known.gone is None:
+                known.gone = e
+    if (name.startswith(("cuMemAlloc", "cudaMalloc")) and args.get("ptr") and not nested_duplicate(s, e)):
+        m.blocks.append(Block(args["ptr"], args["ptr"] + max(allocation_size(args), 1), ctx, e))
+    elif name.startswith(("cuMemFree", "cudaFree")) and args.get("ptr"):
+        block = m.block(args["ptr"], at)
+        if block is not None and block.freed is None and block.base == args["ptr"]:
+            block.freed = e
+    elif name.startswith(("cuStreamBeginCapture", "cudaStreamBeginCapture")) and "stream" in args:
+        if not (nested and _covered(s, e)):
+            m.captures.append(Capture(args["stream"], args.get("mode"), e))
+
+
+def _covered(s: Stream, e: dict) -> bool:
+    """A driver call made beneath a runtime call that stands for it (the runtime's launch, its capture)."""
+    outer = s.enclosing_runtime(e)
+    return outer is not None
+
+
+def nested_duplicate(s: Stream, e: dict) -> bool:
+    """A runtime allocation's own cudaMalloc record beside the driver's cuMemAlloc beneath it: keep the driver's
+    (its context is exact)."""
+    if e.get("domain") != "runtime":
+        return False
+    return any(c.get("name", "").startswith("cuMemAlloc") and ok(c) and c.get("tid") == e.get("tid")
+               and e.get("start", 0) <= c.get("start", 0) <= end_of(e) for c in s.by_tid.get(e.get("tid"), ()))
+
+
+def _state(m: Model, s: Stream, e: dict, runtime_device: dict) -> CallState:
+    f, args, ctx, at = m.facts, e.get("args") or {}, e.get("context") or 0, e.get("start", 0)
+    handles = []
+    for role, kind in HANDLE_ROLES:
+        value = args.get(role)
+        if value:
+            handles.append((role, value, m.handle(kind, value, at)))
+    blocks = []
+    for role in ("ptr", "src"):
+        value = args.get(role)
+        if value and not e.get("name", "").startswith(("cuMemAlloc", "cudaMalloc")):
+            blocks.append((role, value, m.block(value, at)))
+    library, handled = caller_of(e, s)
+    return CallState(event=e, context=ctx, context_kind=_kind(f, ctx), device=f.device.get(ctx),
+                     context_gone=f.destroyed.get(ctx) if ctx and f.destroyed.get(ctx, {}).get("start", 1 << 62) < at
+                     else None, runtime_device=runtime_device.get(e.get("tid")), handles=handles, blocks=blocks,
+                     sticky=m.sticky.get(ctx), captures=[c for c in m.captures if c.covers(at)], library=library,
+                     handled_by=handled)

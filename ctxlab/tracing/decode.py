@@ -1,0 +1,78 @@
+"""One record of the C callback (``native.RECORD_FIELDS``) as an event dict, the same wherever it is read:
+by the Tracer in the traced process, and by the flight recorder's reader in the parent (``flight``). Only the
+sources of names, stacks and kept bytes differ (``Sources``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ctxlab.tracing import native
+from ctxlab.tracing.fields import named_args
+from ctxlab.tracing.names import api_name
+
+_CALLERS = native.CALLERS_ITEM.to_bytes(4, "little")
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where a record's names, stack and kept bytes come from."""
+
+    function: Callable[[str, int], str]  # (driver|runtime, callback id) -> CUPTI's name (cuMemAlloc_v2)
+    resource: Callable[[int], str]  # resource callback id -> its name (CONTEXT_CREATED)
+    status: Callable[[str, int], str]  # (driver|runtime, value) -> the status's name
+    # stack id -> (frames, why there are none, library, the thread it was asked for)
+    stack: Callable[[int], tuple[list | None, str | None, str | None, str | None]]
+    blob: Callable[[int, int], bytes]  # (offset + 1, length) -> the kept bytes
+    callers: Callable[[bytes], list[str]]  # a callers item -> the shared objects, innermost first
+
+
+def event_of(row: Mapping, src: Sources) -> dict:
+    """The event of one record."""
+    domain = int(row["domain"])
+    tid, cbid = int(row["tid"]), int(row["cbid"])
+    context = int(row["context"])
+    event: dict
+    if domain == native.DOMAIN_RESOURCE:
+        name = src.resource(cbid)
+        event = {"domain": "resource", "name": name, "context": context, "tid": tid, "start": int(row["start"])}
+        if name.startswith("STREAM") and row["a"]:
+            event["stream"] = int(row["a"])
+        if name.startswith("MODULE"):
+            event["module_id"] = int(row["b"])
+        if int(row["context_uid"]):
+            event["context_uid"] = int(row["context_uid"])
+    else:
+        kind = "driver" if domain == native.DOMAIN_DRIVER else "runtime"
+        raw = src.function(kind, cbid)
+        event = {"domain": kind, "name": api_name(kind, raw), "tid": tid, "start": int(row["start"]),
+                 "end": int(row["end"]), "correlation": int(row["correlation"]),
+                 "status": src.status(kind, int(row["status"])), "context": context,
+                 "context_uid": int(row["context_uid"])}
+        values = tuple(int(row[key]) for key in ("a", "b", "c", "d", "e"))
+        args = named_args(raw, values, runtime=kind == "runtime")
+        if args:
+            event["args"] = args
+        if int(row["flags"]) & native.NESTED_IN_RUNTIME:
+            event["from"] = "callback"  # a driver call the runtime made beneath one of its own
+        if int(row["flags"]) & native.NO_EXIT:
+            event["no_exit"] = True
+        if row["blob"]:
+            kept = src.blob(int(row["blob"]), int(row["blob_len"]))
+            if kept[:4] == _CALLERS:
+                event["callers"] = src.callers(kept)
+            else:
+                event["arguments"] = kept
+        elif int(row["flags"]) & native.BLOB_DROPPED:
+            event["arguments_dropped"] = True
+    if row["stack"]:
+        frames, reason, library, asked_by = src.stack(int(row["stack"]))
+        if frames is not None:
+            event["stack"] = frames
+        else:
+            event["stack_missing"] = reason
+        if library:
+            event["library"] = library
+        if asked_by:  # made on a library's thread while this Python thread waited on it
+            event["asked_by"] = asked_by
+    return event

@@ -1,0 +1,297 @@
+"""The program in a child, the judge in the parent: ``run_supervised`` starts the traced child
+(``ctxlab.tracing.child``), waits for it under a time limit, and reads its flight recording however it ended.
+
+How a run can end (``Ending.how``):
+
+- ``exit``: the program ended by itself (its exit status; ``sys.exit`` and ``os._exit`` included);
+- ``signal``: the process died by a signal (a segfault, an abort, a SIGKILL from outside);
+- ``timeout``: it ran past ``timeout`` seconds; ``stall``: a thread stayed inside one CUDA call for ``stall``
+  seconds while no CUDA call returned anywhere. Either way the parent first asks the child for every thread's
+  Python stack (SIGUSR2, answered by faulthandler), reads which call each thread is inside (the flight
+  recorder's slots), then kills the child's process group and writes the report.
+
+The program's standard streams are the parent's; Ctrl-C is passed on to the program (a second one kills it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from ctxlab.tracing.child import DUMP_SIGNAL, SPEC
+from ctxlab.tracing.flight import HEADER, SLOT, Flight, FlightUnreadable, read_flight
+from ctxlab.tracing.recorder import DUMP, FATAL, NOTES, RECORDS, RESULT, FlightFiles
+from ctxlab.tracing.stacks_dump import StacksDump, read_dumps
+
+POLL_S = 0.05
+DUMP_WAIT_S = 3.0
+DEFAULT_TIMEOUT_S = 3600.0  # a normal program never meets it; --timeout 0 for none
+DEFAULT_STALL_S = 600.0
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# A stand-in for the Tracer in the child ("module:Class"), for tests that replay a recorded stream; None: the Tracer.
+TRACER: str | None = None
+
+
+@dataclass
+class Ending:
+    """How the traced program ended."""
+
+    how: str  # exit, signal, timeout, stall, not-started
+    exit_status: int | None  # the program's exit status (exit), else None
+    signal: str | None = None  # the signal's name (signal), or the one the parent sent (timeout, stall)
+    seconds: float = 0.0  # how long it ran
+    program_ended: bool = False  # the program itself had returned (result.json) before the process ended
+    detail: str = ""
+
+    def as_dict(self) -> dict:
+        """The JSON fields of this object."""
+        return {"how": self.how, "exit_status": self.exit_status, "signal": self.signal,
+                "seconds": round(self.seconds, 3), "program_ended": self.program_ended, "detail": self.detail}
+
+    @property
+    def status(self) -> int:
+        """The status a shell would see: the program's own, or 128 + the signal's number."""
+        if self.exit_status is not None:
+            return self.exit_status
+        number = getattr(signal.Signals, self.signal or "", None)
+        return 128 + int(number) if number is not None else 1
+
+
+@dataclass
+class Supervised:
+    """A traced run as the parent saw it."""
+
+    ending: Ending
+    flight: Flight | None
+    result: dict  # what the child wrote when the program ended by itself (result.json), else {}
+    notes: list[dict]
+    fatal: list[StacksDump] = field(default_factory=list)  # faulthandler at a fatal signal
+    dumps: list[StacksDump] = field(default_factory=list)  # faulthandler when the parent asked (a hang)
+    stopped_calls: list[dict] = field(default_factory=list)  # the calls in progress when the parent stopped it
+    unreadable: str = ""  # why there is no flight recording
+    folder: str = ""
+    ended_at: float = 0.0  # when the parent saw it end, or stopped it (Unix time)
+
+
+def _peek(path: str) -> tuple[int, int, list[tuple[int, int, int]]] | None:
+    """(records written, heartbeat, [(tid, depth, outermost start)] of threads inside a call), cheaply."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(HEADER.size)
+            if len(head) < HEADER.size:
+                return None
+            fields = HEADER.unpack(head)
+            if fields[0] != 0x314C4654584C5443:
+                return None
+            off_slots, nrecords, heartbeat, nslots = fields[11], fields[12], fields[18], fields[19]
+            handle.seek(off_slots)
+            raw = handle.read(SLOT.size * min(nslots, 1024))
+    except OSError:
+        return None
+    inside = []
+    for i in range(len(raw) // SLOT.size):
+        slot = SLOT.unpack_from(raw, i * SLOT.size)
+        if slot[1]:
+            inside.append((slot[0], slot[1], slot[4]))
+    return nrecords, heartbeat, inside
+
+
+def child_command(folder: str) -> list[str]:
+    """The command that runs the traced child."""
+    return [sys.executable, "-m", "ctxlab.tracing.child", folder]
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The program's environment, with ctxlab importable in the child."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(extra or {})
+    return env
+
+
+def run_supervised(mode: str, code: str | None = None, module: str | None = None, argv: list[str] | None = None, *,
+                   calls: str = "context", timeout: float = DEFAULT_TIMEOUT_S, stall: float = DEFAULT_STALL_S,
+                   env: dict[str, str] | None = None, keep: str | None = None) -> Supervised:
+    """Run the program (mode ``audit``, ``trace``, or ``run``: untraced) in a child; what its recording holds
+    however it ended. Raises TraceUnavailable when the child's tracer could not start.
+
+    ``timeout``/``stall`` 0: no limit. ``env``: variables set for the program (CUDA_LAUNCH_BLOCKING=1 to pin a
+    sticky error). ``keep``: a folder to keep the recording in (else a temporary one, removed)."""
+    folder = keep or tempfile.mkdtemp(prefix="ctxlab-flight.")
+    os.makedirs(folder, exist_ok=True)
+    files = FlightFiles(folder)
+    with open(files.path(SPEC), "w") as handle:
+        json.dump({"mode": mode, "code": code, "module": module, "argv": list(argv or ()), "calls": calls,
+                   "tracer": TRACER}, handle)
+    try:
+        done = _supervise(files, timeout, stall, env)
+        if done.result.get("unavailable"):
+            from ctxlab.tracing.tracer import TraceUnavailable
+
+            raise TraceUnavailable(str(done.result["unavailable"]))
+        return done
+    finally:
+        if keep is None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _supervise(files: FlightFiles, timeout: float, stall: float, env: dict[str, str] | None) -> Supervised:
+    started = time.monotonic()
+    child = subprocess.Popen(child_command(files.folder), env=child_env(env), start_new_session=True)
+    how, sent, stopped_calls = "exit", None, []
+    last_records, last_change = -1, started
+    interrupts = 0
+    ended_at = 0.0
+    while True:
+        try:
+            child.wait(timeout=POLL_S)
+            ended_at = time.time()
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        except KeyboardInterrupt:  # passed on to the program; a second one ends it
+            interrupts += 1
+            _signal_group(child, signal.SIGINT if interrupts == 1 else signal.SIGKILL)
+            continue
+        now = time.monotonic()
+        peek = _peek(files.path(RECORDS))
+        if peek is not None and peek[0] != last_records:
+            last_records, last_change = peek[0], now
+        if timeout and now - started > timeout:
+            how = "timeout"
+        elif stall and peek is not None and peek[2] and now - last_change > stall:
+            how = "stall"
+        else:
+            continue
+        ended_at = time.time()
+        stopped_calls = _stop(child, files, peek)
+        sent = "SIGKILL"
+        break
+    seconds = time.monotonic() - started
+    result = _json(files.path(RESULT))
+    code = child.returncode
+    if how == "exit" and code is not None and code < 0:
+        how = "signal"
+        try:
+            sent = signal.Signals(-code).name
+        except ValueError:
+            sent = f"signal {-code}"
+    exit_status = code if how == "exit" else None
+    ending = Ending(how=how, exit_status=exit_status, signal=sent, seconds=seconds,
+                    program_ended=bool(result), detail=_detail(how, timeout, stall, sent, bool(result)))
+    flight, unreadable = None, ""
+    try:
+        flight = read_flight(files)
+    except FlightUnreadable as exc:
+        unreadable = str(exc)
+    return Supervised(ending=ending, flight=flight, result=result, notes=_notes(files.path(NOTES)),
+                      fatal=read_dumps(files.path(FATAL)), dumps=read_dumps(files.path(DUMP)),
+                      stopped_calls=stopped_calls, unreadable=unreadable, folder=files.folder, ended_at=ended_at)
+
+
+def _stop(child: subprocess.Popen, files: FlightFiles, peek) -> list[dict]:
+    """A hung child: every thread's Python stack asked for, the calls in progress noted, then the group killed."""
+    inside = [{"tid": tid, "depth": depth, "since": since} for tid, depth, since in (peek[2] if peek else [])]
+    dump = files.path(DUMP)
+    try:
+        os.kill(child.pid, DUMP_SIGNAL)
+    except OSError:
+        pass
+    deadline, size = time.monotonic() + DUMP_WAIT_S, -1
+    while time.monotonic() < deadline:  # until faulthandler has written and stopped
+        time.sleep(0.1)
+        try:
+            now_size = os.path.getsize(dump)
+        except OSError:
+            now_size = 0
+        if now_size and now_size == size:
+            break
+        size = now_size
+    _signal_group(child, signal.SIGKILL)
+    try:
+        child.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    return inside
+
+
+def _signal_group(child: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(child.pid, sig)
+    except OSError:
+        try:
+            child.send_signal(sig)
+        except OSError:
+            pass
+
+
+def _detail(how: str, timeout: float, stall: float, sent: str | None, program_ended: bool) -> str:
+    if how == "timeout":
+        return f"ran past the time limit of {timeout:g} s; stopped with {sent}"
+    if how == "stall":
+        return f"a thread stayed inside one CUDA call for {stall:g} s while no CUDA call returned; stopped with {sent}"
+    if how == "signal":
+        when = "during the interpreter's exit, after the program had ended" if program_ended else "while running"
+        return f"died by {sent} {when}"
+    return "ended by itself"
+
+
+def _json(path: str) -> dict:
+    try:
+        with open(path) as handle:
+            doc = json.load(handle)
+        return doc if isinstance(doc, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _notes(path: str) -> list[dict]:
+    out = []
+    try:
+        with open(path, errors="replace") as handle:
+            for line in handle:
+                try:
+                    doc = json.loads(line)
+                except ValueError:
+                    continue  # the last line of a process that died while writing it
+                if isinstance(doc, dict):
+                    out.append(doc)
+    except OSError:
+        pass
+    return out
+
+
+def events_of(sup: Supervised) -> list[dict]:
+    """The recorded events of a supervised run in time order, numbered and named by thread, with the child's
+    noted events among them."""
+    events = list(sup.flight.events) if sup.flight is not None else []
+    events += [n["event"] for n in sup.notes if n.get("kind") == "event" and isinstance(n.get("event"), dict)]
+    events.sort(key=lambda e: (e.get("start", 0), -e.get("end", e.get("start", 0))))
+    names = sup.flight.threads if sup.flight is not None else {}
+    for seq, e in enumerate(events):
+        e["seq"] = seq
+        e.setdefault("thread", names.get(int(e.get("tid") or 0)) or f"thread {e.get('tid')}")
+    return events
+
+
+def trace_supervised(code: str | None = None, module: str | None = None, argv: list[str] | None = None, *,
+                     calls: str = "context", timeout: float = DEFAULT_TIMEOUT_S,
+                     stall: float = DEFAULT_STALL_S) -> tuple[int, list[dict], dict, Ending]:
+    """``ctxlab trace``: the program in a traced child; (its exit status, the events, counts, how it ended). The
+    calls up to a crash or a hang are all there."""
+    sup = run_supervised("trace", code, module, argv, calls=calls, timeout=timeout, stall=stall)
+    events = events_of(sup)
+    stats = {**(sup.result.get("stats") or {}), **(sup.flight.counts if sup.flight is not None else {}),
+             "api_calls": sum(e.get("domain") in ("driver", "runtime") for e in events),
+             "resource_events": sum(e.get("domain") == "resource" for e in events),
+             "ending": sup.ending.as_dict()}
+    stats.setdefault("program_seconds", sup.ending.seconds)
+    stats.setdefault("finish_seconds", 0.0)
+    return sup.ending.status, events, stats, sup.ending
