@@ -137,7 +137,7 @@ def trace(code: str | None = None, module: str | None = None, argv: Sequence[str
     ``module`` (as ``-m``) or a script ``argv[0]`` with its arguments. Returns its exit status, the recorded
     events (``ctxlab.trace.calls`` nests them) and the tracer's counts. Raises ``TraceUnavailable`` where
     tracing cannot start and ``FileNotFoundError`` for a missing script."""
-    from ctxlab.tracing.program import trace_events
+    from ctxlab.tracing.supervise import trace_events
 
     return trace_events(code, module, argv, calls=calls)
 

@@ -24,7 +24,7 @@ from ctxlab.tracing.calls import (
     touches_context,
 )
 from ctxlab.tracing.names import CALL_DOMAINS, CONTEXT_PREFIXES
-from ctxlab.tracing.program import trace_events
+from ctxlab.tracing.supervise import trace_events
 from ctxlab.tracing.tracer import (
     CALL_SELECTIONS,
     CALLBACK_PREFIXES,

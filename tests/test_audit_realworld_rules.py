@@ -275,26 +275,70 @@ def test_what_a_handover_passes_is_described():
 
 # ---------------------------------------------------------------- failed-call
 
-def test_a_failing_call_no_rule_explains_names_the_context_event_before_it():
+def test_a_failing_call_no_rule_explains_is_a_finding_with_the_state_it_met():
     ev = Events()
-    ev.driver("cuCtxPopCurrent_v2", 50, tid=WORKER, context=0, line=5, args={"ctx": CREATED})
-    ev.driver("cuMemsetD32_v2", 60, tid=WORKER, context=0, status="CUDA_ERROR_INVALID_CONTEXT", line=6,
-              args={"ptr": 1})
-    ev.events[0]["status"] = "CUDA_SUCCESS"
-    findings = [f for f in judge(ev.events) if f.rule == "failed-call"]
-    assert len(findings) <= 1
-    ev2 = Events()
-    ev2.driver("cuCtxSetCurrent", 40, tid=WORKER, context=CREATED, line=4, args={"ctx": CREATED})
-    ev2.driver("cuStreamQuery", 60, tid=WORKER, context=CREATED, status="CUDA_ERROR_INVALID_HANDLE", line=6,
-               args={"stream": 0x99})
-    (f,) = [f for f in judge(ev2.events) if f.rule == "failed-call"]
-    assert "cuCtxSetCurrent" in f.message and f.location.line == 6
+    ev.driver("cuCtxSetCurrent", 40, tid=WORKER, context=CREATED, line=4, args={"ctx": CREATED})
+    ev.driver("cuStreamGetPriority", 60, tid=WORKER, context=CREATED, status="CUDA_ERROR_INVALID_HANDLE", line=6,
+              args={"stream": 0x99})
+    (f,) = [f for f in judge(ev.events) if f.rule == "failed-call"]
+    assert f.severity == "error" and f.location.line == 6 and f.thread == "worker"
+    assert "returned CUDA_ERROR_INVALID_HANDLE, made by the program itself" in f.message
+    assert "a context made before tracing began (0x7f00aa00)" in f.message
+    assert "its stream 0x99 was not made while tracing" in f.message
 
 
-def test_probes_and_explained_failures_get_no_failed_call():
+def test_every_failing_call_is_a_finding_whatever_its_status():
+    for status in ("CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_NOT_SUPPORTED", "CUDA_ERROR_UNKNOWN"):
+        ev = Events()
+        ev.driver("cuMemsetD32_v2", 60, tid=WORKER, context=CREATED, status=status, line=6)
+        (f,) = judge(ev.events)
+        assert f.rule == "failed-call" and status in f.message
+    ev = Events()
+    ev.driver("cuStreamQuery", 60, tid=WORKER, context=CREATED, status="CUDA_ERROR_NOT_READY", line=6)
+    assert not judge(ev.events)  # NOT_READY answers a query: not a failure
+
+
+def test_a_loop_of_one_failing_call_is_one_finding_that_counts_them():
+    ev = Events()
+    for t in range(5):
+        ev.driver("cuMemsetD32_v2", 60 + 10 * t, tid=WORKER, context=CREATED, status="CUDA_ERROR_INVALID_VALUE", line=6)
+    (f,) = judge(ev.events)
+    assert "(5 times)" in f.message
+
+
+def test_probes_are_told_apart_by_evidence_not_by_a_list_of_codes(monkeypatch):
+    from ctxlab.audit import probes as catalogue
+    from ctxlab.audit.run import judge_stream
+    from ctxlab.audit.engine import Stream
+    from ctxlab.audit.failures import probes
+
+    # beneath a runtime call that succeeded: the runtime asked, and went on
+    ev = Events()
+    ev.runtime("cudaSetDevice", 50, end=80, tid=WORKER, context=PRIMARY)
+    ev.driver("cuCtxGetDevice", 60, tid=WORKER, status="CUDA_ERROR_INVALID_CONTEXT", line=6, **{"from": "callback"})
+    stream = Stream(ev.events)
+    assert not [f for f in judge_stream(stream) if f.rule == "failed-call"]
+    (probe,) = probes(stream)
+    assert probe["library"] == "the CUDA runtime" and "beneath cudaSetDevice" in probe["why"]
+    # the same call beneath a runtime call that failed: the failure reached the program
+    ev.events[0]["status"] = "cudaErrorInvalidDevice"
+    assert [f.rule for f in judge(ev.events) if f.rule == "failed-call"]
+    # the same call made by the program: a finding (no blanket list of probing functions hides it)
     ev = Events()
     ev.driver("cuCtxGetDevice", 60, tid=WORKER, status="CUDA_ERROR_INVALID_CONTEXT", line=6)
-    assert not [f for f in judge(ev.events) if f.rule == "failed-call"]
+    assert [f.rule for f in judge(ev.events)] == ["failed-call"]
+    # made by a library whose (library, call, status) the catalogue backs with a clean program
+    ev.events[0]["callers"] = ["cupy_backends/cuda/api/driver.cpython-312-x86_64-linux-gnu.so"]
+    assert [f.rule for f in judge(ev.events)] == ["failed-call"]
+    entry = catalogue.Probe("cupy", "cuCtxGetDevice", "CUDA_ERROR_INVALID_CONTEXT", "examples/x.py", "asks")
+    monkeypatch.setattr(catalogue, "PROBES", (entry,))
+    monkeypatch.setattr(catalogue.probe_of, "__defaults__", ((entry,),))
+    assert not judge(ev.events)
+    ev.events[0]["status"] = "CUDA_ERROR_INVALID_VALUE"  # another status of the same call is not catalogued
+    assert [f.rule for f in judge(ev.events)] == ["failed-call"]
+
+
+def test_a_failure_a_rule_explains_is_not_reported_again():
     ev = Events()
     ev.driver("cuMemAlloc_v2", 60, tid=WORKER, status="CUDA_ERROR_INVALID_CONTEXT", line=6)
     rules = [f.rule for f in judge(ev.events)]

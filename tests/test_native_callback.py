@@ -69,7 +69,7 @@ def call(lib, cbid: int, c: Call) -> None:
 
 def test_the_record_layout_matches_the_c_side():
     lib = native.load()
-    assert lib.ctxlab_record_size() == native.RECORD_DTYPE.itemsize == 88
+    assert lib.ctxlab_record_size() == native.RECORD_DTYPE.itemsize == 104
     assert lib.ctxlab_abi() == native.ABI_VERSION
 
 

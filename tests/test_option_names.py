@@ -1,4 +1,5 @@
-"""One meaning per option name across the commands (issue 26): --timeout is check's per-scenario limit and
+"""One meaning per option name across the commands (issue 26): --timeout is the wall-clock limit of what a
+command runs, killed and reported when it is met (check's scenarios, trace's and audit's program), and
 migrate's per-handoff limit is --handoff-timeout; --only is check's lab names and trace's table filter is
 --show. The former spellings still work, hidden, with a note; both spellings at once is a usage error."""
 
@@ -20,7 +21,10 @@ def shown(name: str) -> list[tuple[str, ...]]:
 
 
 def test_timeout_and_only_have_one_meaning():
-    assert shown("--timeout") == [("check",)] and shown("--only") == [("check",)]
+    assert shown("--timeout") == [("audit",), ("check",), ("trace",)] and shown("--only") == [("check",)]
+    for command in ("audit", "trace"):  # the same meaning: a limit on what runs, which is stopped and reported
+        text = " ".join(invoke(command, "--help").output.split())
+        assert "--timeout SECONDS Stop the program after this long" in text
     assert shown("--handoff-timeout") == [("migrate",)] and shown("--show") == [("trace",)]
     assert "--timeout" not in " ".join(invoke("migrate", "--help").output.split()).replace("check's --timeout", "")
     assert "--only" not in invoke("trace", "--help").output

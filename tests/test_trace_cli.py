@@ -20,7 +20,9 @@ def test_trace_help_names_the_formats_and_what_calls_all_costs():
     assert result.exit_code == 0
     text = " ".join(result.output.split())
     assert "perfetto" in text and "--calls [context|all]" in text
-    assert "tens of times slower" in text
+    assert "Every driver and runtime call is recorded either way" in text and "a stack walk per call" in text
+    assert "activity" not in text and "Python callback" not in text  # what the code did before the C callback
+    assert "--timeout SECONDS" in text and "--stall SECONDS" in text and "crashes or hangs" in text
 
 
 def test_trace_rejects_an_unknown_selection_or_format():
@@ -52,21 +54,27 @@ def test_trace_as_perfetto_without_a_gpu_says_why_and_exits_2(tmp_path):
 
 def test_the_summary_line_counts_the_records_and_stacks_the_c_callback_kept(monkeypatch, tmp_path):
     """The line on standard error says what the recorded run's stats say (no Python callbacks any more)."""
-    from types import SimpleNamespace
 
     from ctxlab.cli import tracing
+    from ctxlab.tracing.supervise import Ending
     from tests.conftest import recorded
 
     doc = recorded("first_context.trace.json")
     stats = {**doc["stats"], "stacks": 7}
-    monkeypatch.setattr(tracing, "trace_program",
-                        lambda code, module, argv, calls_mode: (3, SimpleNamespace(events=doc["events"]), stats))
-    lines: list[str] = []
-    status = tracing.run_traced(None, None, ["prog.py"], "context", None, "json", str(tmp_path / "t.json"),
-                                echo=print, err=lines.append)
-    assert status == 3 and json.loads((tmp_path / "t.json").read_text())["stats"] == stats
-    (line,) = lines
-    assert line.startswith(f"ctxlab trace: {stats['api_calls']} API calls, {stats['resource_events']} resource "
-                           f"events ({stats['records']} records kept by ctxlab's C callback, 7 with the user's "
-                           "stack); the program ran 0.888 s")
-    assert "Python callbacks" not in line
+    for ending, tail in ((Ending("exit", 3, seconds=0.888), "the program ran 0.888 s"),
+                         (Ending("signal", None, "SIGSEGV", 1.5, detail="died by SIGSEGV while running"),
+                          "the program ran 1.500 s; the program died by SIGSEGV while running: the calls up to then "
+                          "are shown")):
+        monkeypatch.setattr("ctxlab.tracing.supervise.trace_supervised",
+                            lambda code, module, argv, calls, timeout, stall, e=ending: (e.status, doc["events"],
+                                                                                         stats, e))
+        lines: list[str] = []
+        status = tracing.run_traced(None, None, ["prog.py"], "context", None, "json", str(tmp_path / "t.json"),
+                                    echo=print, err=lines.append)
+        assert status == ending.status and json.loads((tmp_path / "t.json").read_text())["stats"] == stats
+        (line,) = lines
+        assert line == (f"ctxlab trace: {stats['api_calls']} API calls, {stats['resource_events']} resource events "
+                        f"({stats['records']} records kept by ctxlab's C callback in its flight recorder, 7 stacks); "
+                        f"{tail}")
+        assert "Python callbacks" not in line
+    assert Ending("signal", None, "SIGSEGV").status == 139

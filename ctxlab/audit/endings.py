@@ -48,7 +48,7 @@ def _others(run: RunInfo, but: int | None) -> str:
     parts = []
     for stack in dumps[-1].threads:
         tid, name = _thread_of_ident(run, stack.ident)
-        if tid == but:
+        if tid == but or name.startswith("ctxlab-"):  # ctxlab's own stack thread
             continue
         frames = stack.user_frames(1) or [[f[0], f[1], f[2]] for f in stack.frames[:1]]
         if frames:
@@ -79,6 +79,7 @@ def program_crashed(s: Stream) -> list[Hit]:
     last = _last_call(s, tid) if tid is not None else None
     if inside is not None:
         what = f"inside {inside.call}" + (f" (in {inside.inner} beneath it)" if inside.inner != inside.call else "")
+        what += _open_state(s, inside)
     elif exit_note is not None and exit_note.get("tid") == tid:
         what = f"in {exit_note['call']}({exit_note.get('args', '')}), which the program called itself"
     elif last is not None:
@@ -107,6 +108,36 @@ def program_crashed(s: Stream) -> list[Hit]:
     return [Hit(event, message, stack=tuple(event.get("stack") or ()), location_from="flight recorder")]
 
 
+def _open_state(s: Stream, call) -> str:
+    """What the model knows of the call a thread died or hung inside: its context destroyed, the handle it
+    passed destroyed or of another context."""
+    m = model(s)
+    parts = []
+    gone = m.facts.destroyed.get(call.context) if call.context else None
+    if gone is not None and gone.get("start", 0) < call.since:
+        parts.append(f"its context {call.context:#x} had been destroyed by {gone.get('name')} on thread "
+                     f"{gone.get('thread', '?')}{_at(gone)}")
+    if call.inner_arg:
+        for kind in ("stream", "event", "module"):
+            known = m.handle(kind, call.inner_arg, call.since)
+            if known is None:
+                continue
+            if known.gone is not None and known.gone.get("start", 0) < call.since:
+                parts.append(f"its {kind} {call.inner_arg:#x} (made by {known.made['name']}{_at(known.made)}) had "
+                             f"been destroyed by {known.gone['name']} on thread {known.gone.get('thread', '?')}"
+                             f"{_at(known.gone)}: a destroyed handle was used")
+            elif known.context and call.context and known.context != call.context:
+                parts.append(f"its {kind} {call.inner_arg:#x} belongs to context {known.context:#x}, not the current "
+                             f"{call.context:#x}")
+            break
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _at(e: dict) -> str:
+    frame = (e.get("stack") or [[None, None]])[0]
+    return f" at {frame[0]}:{frame[1]}" if frame[0] else ""
+
+
 def program_hung(s: Stream) -> list[Hit]:
     """The run was stopped (time limit, no progress) or ended itself while threads were stuck inside CUDA calls:
     each such thread, with the call it was inside, for how long, and what it waits for."""
@@ -115,15 +146,17 @@ def program_hung(s: Stream) -> list[Hit]:
         return []
     how = run.ending.get("how")
     stuck = list(run.open_calls)
-    if how not in ("timeout", "stall"):
-        if how != "exit" or not any(x.get("call") == "os._exit" for x in run.exits):
+    if how not in ("timeout", "stall"):  # it ended (os._exit, a signal) while threads were stuck in calls
+        if how == "exit" and not any(x.get("call") == "os._exit" for x in run.exits):
             return []
         stuck = [c for c in stuck if run.seconds_inside.get(c.tid, 0.0) >= STUCK_S]
         if not stuck:
             return []
     why = {"timeout": f"ran past the audit's time limit ({run.ending.get('detail', '')})",
            "stall": f"made no CUDA progress ({run.ending.get('detail', '')})",
-           "exit": "ended itself with os._exit while threads were stuck inside CUDA calls"}[how]
+           "exit": "ended itself with os._exit while threads were stuck inside CUDA calls",
+           "signal": f"{run.ending.get('detail', 'died by a signal')} while threads were stuck inside CUDA calls"
+           }.get(str(how), "ended")
     m = model(s)
     hits = []
     for call in stuck:
@@ -136,8 +169,9 @@ def program_hung(s: Stream) -> list[Hit]:
                  "name": call.call, "domain": "driver"}
         inner = f" (in {call.inner} beneath it)" if call.inner != call.call else ""
         long = f" for {seconds:.1f} s" if seconds is not None else ""
-        hits.append(Hit(event, f"the program {why}: thread {call.thread} was inside {call.call}{inner}{long}, "
-                               f"entered and never returned.{held}{waits}{_others(run, call.tid)}",
+        hits.append(Hit(event, f"the program {why}: thread {call.thread} was inside {call.call}{inner}{long}"
+                               f"{_open_state(s, call)}, entered and never returned.{held}{waits}"
+                               f"{_others(run, call.tid)}",
                         stack=tuple(frames), location_from="flight recorder"))
     if not hits and how in ("timeout", "stall"):
         main = next((t for t, n in run.threads.items() if n == "MainThread"), None)
@@ -163,7 +197,8 @@ def _waits_for(s: Stream, m, call) -> str:
     pending = [e for e in launches if e.get("start", 0) >= since and e.get("start", 0) < call.since]
     hosts = [e for e in s.calls if e.get("name", "").startswith(("cuLaunchHostFunc", "cudaLaunchHostFunc",
                                                                    "cudaStreamAddCallback", "cuStreamAddCallback"))
-             and e.get("start", 0) >= since and e.get("start", 0) < call.since and (e.get("context") == context)]
+             and e.get("start", 0) >= since and e.get("start", 0) < call.since and (e.get("context") == context)
+             and not (e.get("domain") == "driver" and s.enclosing_runtime(e) is not None)]  # one a launch
     parts = []
     for host in hosts[-2:]:
         frame = (host.get("stack") or [[None, None]])[0]

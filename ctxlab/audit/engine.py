@@ -22,7 +22,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxlab.trace import call_name
+from ctxlab.tracing.calls import call_name
 
 OK_STATUSES = frozenset({None, "CUDA_SUCCESS", "cudaSuccess"})
 # Statuses that report a state rather than a failure.
@@ -92,6 +92,7 @@ class Hit:
     related: tuple[tuple[str, dict], ...] = ()  # (what, event with a stack)
     stack: tuple = ()  # a stack found elsewhere (the fork hook)
     location_from: str = ""
+    explains: tuple[dict, ...] = ()  # further calls this finding accounts for, not listed (its blast radius)
 
 
 @dataclass(frozen=True)

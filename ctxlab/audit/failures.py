@@ -85,7 +85,8 @@ def sticky_error(s: Stream) -> list[Hit]:
         else:
             deciding = next((o for o in origins if o.get("stack")), first)
         related = [("surfaced at", first)] + [("also launched before it", o) for o in origins[1:ORIGIN_SHOWN]]
-        hits.append(Hit(deciding, message, calls=(first, *later), related=tuple(related)))
+        hits.append(Hit(deciding, message, calls=(first, *later[:FOLDED_SHOWN]), related=tuple(related),
+                        explains=tuple(later)))
     return hits
 
 
@@ -96,8 +97,8 @@ def failed_call(s: Stream) -> list[Hit]:
     groups: dict[tuple, list[dict]] = {}
     for e in s.calls:
         state = m.states.get(id(e))
-        if state is None or id(e) in s.explained or is_probe(state):
-            continue
+        if state is None or id(e) in s.explained or is_probe(state) or state.same_as is not None:
+            continue  # (a call repeating another failure is reported with it)
         frame = tuple((e.get("stack") or [[None, None]])[0][:2])
         groups.setdefault((e.get("tid"), e.get("name"), e.get("status"), frame), []).append(e)
     hits = []
@@ -106,8 +107,11 @@ def failed_call(s: Stream) -> list[Hit]:
         state = m.states[id(e)]
         who = f"made by {state.library}" if state.library else "made by the program itself"
         times = f" ({len(calls)} times)" if len(calls) > 1 else ""
-        hits.append(Hit(e, f"{name} on thread {_thread(e)} returned {status}{times}, {who}: {state.describe()}",
-                        calls=tuple(calls)))
+        beneath = [x for c in calls for x in m.failure_of(c) if x is not c]
+        inner = next((x for x in beneath if x.get("domain") == "driver"), None)
+        how = f" ({inner['name']} beneath it returned {inner.get('status')})" if inner is not None else ""
+        hits.append(Hit(e, f"{name} on thread {_thread(e)} returned {status}{times}{how}, {who}: "
+                           f"{state.describe()}", calls=tuple(calls), explains=tuple(beneath)))
     return hits
 
 

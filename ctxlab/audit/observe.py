@@ -60,7 +60,7 @@ class ExitWatch:
 
     def _note(self, call: str, args: str) -> None:
         self.sink.note("exit", {"call": call, "args": args, "tid": threading.get_native_id(),
-                                "thread": threading.current_thread().name, "stack": user_stack(skip=3)})
+                                "thread": threading.current_thread().name, "stack": user_stack(skip=1)})
         self.sink.clock()
         self.sink.refresh_maps()
 

@@ -121,7 +121,8 @@ def render_table(result, screen: Screen | None = None) -> str:
             block(f"{what} {loc}")
         for frame in f.stack[1:4]:
             block(f"from {frame} in {frame.function}")
-        block(f"evidence: ctxlab claims ({f.claim})")
+        block(f"evidence: ctxlab claims ({f.claim})" if f.claim else "evidence: the calls' own statuses and "
+              "parameters (no lab claim)")
     for probe in result.probes:
         block(f"probe: {probe['call']} returned {probe['status']} {probe['count']} time(s), made by "
               f"{probe.get('library') or 'a library'} on purpose ({probe.get('why') or 'catalogued'})", first="  ",
@@ -167,8 +168,10 @@ def to_sarif(result) -> dict:
     index = {rule.id: i for i, rule in enumerate(RULES)}
     rules = [{"id": r.id, "name": "".join(part.capitalize() for part in r.id.split("-")),
               "shortDescription": {"text": r.title}, "fullDescription": {"text": r.explanation},
-              "help": {"text": f"{r.explanation} Evidence: the lab claim {r.claim} (ctxlab claims). "
-                               f"What this rule cannot see: {r.cannot_see}"},
+              "help": {"text": f"{r.explanation} Evidence: "
+                               + (f"the lab claim {r.claim} (ctxlab claims). " if r.claim else
+                                  "the calls' own statuses and parameters. ")
+                               + f"What this rule cannot see: {r.cannot_see}"},
               "defaultConfiguration": {"level": SARIF_LEVELS[r.severity]},
               "properties": {"claim": r.claim, "severity": r.severity}} for r in RULES]
     results = []

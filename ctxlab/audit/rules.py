@@ -50,6 +50,10 @@ AUDIT_CALLBACKS = ("cuMemAlloc_v2", "cuMemAlloc", "cuCtxSynchronize", "cudaDevic
                    "cudaMalloc", "cudaStreamSynchronize", "cudaDeviceSynchronize", "cuStreamSynchronize")
 
 
+# The rules below it stand on the calls' own statuses and parameters: no lab claim demonstrates them.
+NO_CLAIM = ""
+
+
 @dataclass(frozen=True)
 class Rule:
     """A hazard the audit looks for."""
@@ -58,7 +62,7 @@ class Rule:
     severity: str  # error, warning or info
     title: str  # one line: the hazard
     explanation: str  # what goes wrong, and what to do instead
-    claim: str  # the claim id of the lab that demonstrates it
+    claim: str  # the claim id of the lab that demonstrates it, or NO_CLAIM
     predicate: Callable[[Stream], list[Hit]]
     cannot_see: str  # what the rule cannot see
     # a finding of this rule is dropped where one of these explains the same thread's calls ("*": on any thread)
@@ -220,7 +224,7 @@ RULES: tuple[Rule, ...] = (
          "or copy, far from its cause. The finding names the launches made into the context since its last "
          "successful synchronisation (the newest first), folds every later failing call into one finding, and "
          "with --pin re-runs the program with launches serialised (CUDA_LAUNCH_BLOCKING=1) to name the launch.",
-         "interop.blast", sticky_error,
+         NO_CLAIM, sticky_error,
          "Knows launches made while tracing through cuLaunchKernel*, cuLaunchCooperativeKernel, cudaLaunchKernel "
          "and graph launches; kernel names come from cuFuncGetName (CUDA 12.3+), so a runtime launch whose driver "
          "launch the runtime hides is named by its call. Without --pin the faulting launch is one of those named, "
@@ -230,14 +234,14 @@ RULES: tuple[Rule, ...] = (
          "copy, cudaMalloc, a device or stream synchronisation) are not allowed; in global mode (PyTorch's "
          "default) such a call from any thread is refused. The call fails and the capture is invalidated: its "
          "end call fails too.",
-         "lifecycle.runtime-uses-created-context", capture_violation,
+         NO_CLAIM, capture_violation,
          "Follows captures begun and ended while tracing (cuStreamBeginCapture*, cudaStreamBeginCapture); a call "
          "that fails with a capture status when no capture was recorded is named with the last capture begun."),
     Rule("freed-memory-used", "error", "Memory used or freed again after it was freed",
          "A pointer freed with cuMemFree or cudaFree may already back another allocation: freeing it again "
          "returns CUDA_ERROR_INVALID_VALUE (or frees someone else's memory), and copying, setting or passing it to "
          "a kernel reads or writes memory that is no longer yours (an illegal address, or silent corruption).",
-         "refcount.after-last-release", freed_memory_used,
+         NO_CLAIM, freed_memory_used,
          "Follows allocations made while tracing through cuMemAlloc* and cudaMalloc (not a library pool's reuse of "
          "its own blocks, which never reaches the driver); kernel arguments are read only for launches whose "
          "arguments the tracer kept (after a free, or with memory of several contexts)."),
@@ -245,34 +249,34 @@ RULES: tuple[Rule, ...] = (
          "cuStreamDestroy, cuEventDestroy and cuModuleUnload end a handle's life; a later call passing it gets "
          "CUDA_ERROR_INVALID_HANDLE or CUDA_ERROR_INVALID_CONTEXT, or, where its value was reused, works on "
          "another object.",
-         "migrate.state-follows-context", handle_destroyed,
+         NO_CLAIM, handle_destroyed,
          "Knows the handles made and destroyed while tracing by the driver calls that take them."),
     Rule("out-of-memory", "error", "An allocation ran out of memory while the process held memory elsewhere",
          "An allocation failed for lack of GPU memory. The finding says what the process itself held then: the "
          "bytes each library allocated and did not free (CuPy's and PyTorch's pools keep freed memory for reuse) "
          "and the contexts alive on that GPU, each with memory of its own.",
-         "lifecycle.set-device-initialises", out_of_memory,
+         NO_CLAIM, out_of_memory,
          "Counts allocations made through cuMemAlloc* and cudaMalloc while tracing; memory of other processes and "
          "a context's own reservation are not measured."),
     Rule("launch-config", "error", "A kernel launch refused for its configuration",
          "A launch whose block has more than 1024 threads, a depth over 64, or more dynamic shared memory than "
          "the kernel may use without cuFuncSetAttribute is refused (CUDA_ERROR_INVALID_VALUE, invalid "
          "configuration argument); a block whose registers do not fit fails with too many resources requested.",
-         "migrate.driver-call-without-context", launch_config,
+         NO_CLAIM, launch_config,
          "Reads grid, block and shared memory of cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and "
          "cudaLaunchKernel (a grid's depth is not kept)."),
     Rule("program-crashed", "error", "The program died by a signal",
          "A segfault, an abort or a SIGKILL ends the process without a Python traceback. The audit runs the "
          "program in a child whose CUDA calls go to shared memory as they happen, so everything up to the crash is "
          "reported, with where the crashing thread was (faulthandler's stacks) and the CUDA call it was inside.",
-         "lifecycle.set-device-initialises", program_crashed,
+         NO_CLAIM, program_crashed,
          "A SIGKILL leaves no Python stack: the thread's last recorded call is named instead."),
     Rule("program-hung", "error", "The program hung inside a CUDA call",
          "A thread stayed inside one CUDA call: past the audit's --timeout, with no CUDA progress for --stall "
          "seconds, or until the program ended itself with os._exit. The finding names the call each stuck thread "
          "was inside and for how long, whether it held the GIL, its Python stack, and the work it waits for (host "
          "functions and kernels launched before it).",
-         "migrate.driver-call-without-context", program_hung,
+         NO_CLAIM, program_hung,
          "A thread that waits in Python (a lock, a queue) is named with the others' positions, not as a finding "
          "of its own; whether a host function is still running is inferred from its launch and the stuck "
          "synchronisation."),
@@ -281,7 +285,7 @@ RULES: tuple[Rule, ...] = (
          "purpose: the finding says what the call met (the thread's current context and who made it, the "
          "runtime's device, the contexts and lives of the handles and memory it passed, a sticky error, a capture "
          "in progress) and who made the call.",
-         "migrate.driver-call-without-context", failed_call,
+         NO_CLAIM, failed_call,
          "A library's failing call that it handles itself is told apart only by evidence: a successful call "
          "around it, or the probe catalogue (ctxlab.audit.probes), each entry backed by a clean program."),
 )
@@ -299,11 +303,14 @@ def judge_stream(stream: Stream, rules=None) -> list[Finding]:
     """The rules, in their tuple's order, over one stream: each rule's findings mark the calls they account for
     (``Stream.explained``), which the later rules read (``failed-call``, last, reports what no rule explained);
     then a finding of a rule superseded by another's on the same thread is dropped."""
+    from ctxlab.audit.state import model
+
     hits: list[tuple[Rule, Hit]] = []
+    failures = model(stream)
     for rule in rules if rules is not None else RULES:
         found = rule.predicate(stream)
-        for hit in found:
-            stream.explained.update(id(e) for e in (hit.event, *hit.calls))
+        for hit in found:  # a finding accounts for every call of each failure it names
+            stream.explained.update(failures.expand({id(e) for e in (hit.event, *hit.calls, *hit.explains)}))
         hits.extend((rule, hit) for hit in found)
     threads = {(rule.id, hit.event.get("tid")) for rule, hit in hits} | {(rule.id, "*") for rule, hit in hits}
     hits = [(rule, hit) for rule, hit in hits

@@ -33,25 +33,27 @@ def _at(e: dict) -> str:
 def capture_violation(s: Stream) -> list[Hit]:
     """A call made while a stream was capturing a graph that the capture does not allow (a synchronous copy,
     an allocation, a synchronisation, work on the legacy stream, or, in global mode, such a call from any
-    thread): it fails, and the capture is invalidated (its end call fails too, folded here)."""
+    thread): it fails, and the capture is invalidated (its end call fails too, folded here). One finding per
+    capture and thread, at the first such call; the thread's later ones are folded into it."""
     m = model(s)
-    hits, seen = [], set()
+    found: dict[tuple, list[dict]] = {}
+    captures = {}
+    ends = {id(c.end) for c in m.captures if c.end is not None}
     for e in s.calls:
         state = m.states.get(id(e))
-        if state is None or id(e) in s.explained:
+        if state is None or id(e) in s.explained or state.same_as is not None or id(e) in ends:
             continue
         capturing = [c for c in state.captures if c.begin is not e]
-        status = str(e.get("status"))
-        if not capturing and not status.startswith(CAPTURE_STATUSES):
-            continue
-        if not capturing:
+        if not capturing and str(e.get("status")).startswith(CAPTURE_STATUSES):
             capturing = [c for c in m.captures if c.begin.get("start", 0) <= e.get("start", 0)][-1:]
         if not capturing:
             continue
-        capture = capturing[-1]
-        if capture.end is e or (id(capture.begin), e.get("name")) in seen:
-            continue
-        seen.add((id(capture.begin), e.get("name")))
+        key = (id(capturing[-1].begin), e.get("tid"))
+        captures[key] = capturing[-1]
+        found.setdefault(key, []).append(e)
+    hits = []
+    for key, calls in found.items():
+        capture, e = captures[key], calls[0]
         mode = CAPTURE_MODES.get(capture.mode, "unknown") if capture.mode is not None else "unknown"
         other = e.get("tid") != capture.begin.get("tid")
         where = (f"from thread {_thread(e)}, another thread than the capturing one" if other else f"on thread "
@@ -62,13 +64,14 @@ def capture_violation(s: Stream) -> list[Hit]:
         end = capture.end
         ended = (f"; the capture's {end['name']} then returned {end.get('status')}" if end is not None
                  and not ok(end) else "")
+        more = f" ({len(calls) - 1} more call(s) of this thread failed during the capture)" if len(calls) > 1 else ""
         hits.append(Hit(e, f"{e['name']} {where} returned {e.get('status')} while stream {capture.stream:#x} was "
                            f"capturing a graph ({mode} mode, begun with {capture.begin['name']} on thread "
-                           f"{_thread(capture.begin)}{_at(capture.begin)}): {rule}. The capture is invalidated"
-                           f"{ended}. Make such calls before the capture begins or after it ends, or capture in "
-                           f"thread-local or relaxed mode when other threads must go on",
+                           f"{_thread(capture.begin)}{_at(capture.begin)}): {rule}{more}. The capture is "
+                           f"invalidated{ended}. Make such calls before the capture begins or after it ends, or "
+                           f"capture in thread-local or relaxed mode when other threads must go on",
                         calls=(e, *((end,) if end is not None and not ok(end) else ())),
-                        related=(("capture begun at", capture.begin),)))
+                        related=(("capture begun at", capture.begin),), explains=tuple(calls)))
     return hits
 
 
@@ -81,6 +84,8 @@ def freed_memory_used(s: Stream) -> list[Hit]:
         if id(e) in s.explained or e.get("from") == "callback" and s.enclosing_runtime(e) is not None:
             continue
         state = m.states.get(id(e))
+        if state is not None and state.same_as is not None:
+            continue
         at = e.get("start", 0)
         found = []
         if state is not None:
@@ -151,13 +156,15 @@ def out_of_memory(s: Stream) -> list[Hit]:
         state = m.states.get(id(e))
         if state is None or id(e) in s.explained or not str(e.get("status")).startswith(OUT_OF_MEMORY):
             continue
-        if state.handled_by is None and e.get("from") == "callback" and s.enclosing_runtime(e) is not None:
-            continue  # the runtime's own call around it fails too and is the one reported
-        key = (e.get("tid"), e.get("name"), (e.get("stack") or [[None, None]])[0][1])
-        if key in seen:
+        if state.same_as is not None or state.handled_by is not None:
+            continue  # reported with the runtime call around it; or the runtime handled it
+        key = (e.get("tid"), (e.get("stack") or [[None, None]])[0][1])
+        if key in seen:  # a library that retries (PyTorch frees its cache and asks again): one finding
             continue
         seen.add(key)
         at = e.get("start", 0)
+        retries = [c for c in s.calls if c is not e and (c.get("tid"), (c.get("stack") or [[None, None]])[0][1])
+                   == key and str(c.get("status")).startswith(OUT_OF_MEMORY)]
         held: dict[str, int] = {}
         for block in m.blocks:
             if block.made.get("start", 0) <= at and (block.freed is None or block.freed.get("start", 0) > at):
@@ -172,7 +179,7 @@ def out_of_memory(s: Stream) -> list[Hit]:
                            f"for reuse), and {len(contexts)} context(s) on this GPU, each holding memory of its own. "
                            f"Free the other library's cache first (cupy.get_default_memory_pool().free_all_blocks(), "
                            f"torch.cuda.empty_cache()) or let one library own the GPU's memory",
-                        calls=(e,)))
+                        calls=(e,), explains=tuple(retries)))
     return hits
 
 

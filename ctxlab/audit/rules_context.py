@@ -111,7 +111,9 @@ def primary_released_under_runtime(s: Stream) -> list[Hit]:
                            f"while the runtime used it ({len(used)} runtime call(s) before); {len(later)} call(s) "
                            f"after it failed, first {call_text(later[0])}. Release only the references you retained: "
                            f"each runtime copy holds its own",
-                        calls=(r, destroyed[0], *later[:3])))
+                        calls=(r, destroyed[0], *later[:3]),
+                        explains=tuple(c for c in s.calls if c.get("start", 0) > end_of(r) and failed(c)
+                                       and c.get("context") in (handle, 0))))
     return hits
 
 
@@ -133,7 +135,7 @@ def reset_with_live_allocations(s: Stream) -> list[Hit]:
                            f"context ({len(allocations)} made before it, the last {call_text(allocations[-1])}); "
                            f"{len(later)} call(s) after it failed, first {call_text(later[0])}. Memory and kernels "
                            f"from before a reset cannot be used after it",
-                        calls=(allocations[-1], r, *later[:3])))
+                        calls=(allocations[-1], r, *later[:3]), explains=tuple(later)))
     return hits
 
 

@@ -25,6 +25,7 @@ from ctxlab.tracing.supervise import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, Supervi
 
 EXIT_HAZARD = 3
 PIN_ENV = {"CUDA_LAUNCH_BLOCKING": "1"}
+OBSERVER = "ctxlab.audit.observe:observe_program"  # what the traced child runs the program with
 
 
 @dataclass
@@ -174,7 +175,8 @@ def _run(code, module, argv, timeout, stall, keep, env) -> tuple[Supervised, lis
     """One supervised run of the audit's child, and the children it forked."""
     folder = keep or tempfile.mkdtemp(prefix="ctxlab-audit.")
     try:
-        sup = run_supervised("audit", code, module, argv, timeout=timeout, stall=stall, env=env, keep=folder)
+        sup = run_supervised("observe", code, module, argv, timeout=timeout, stall=stall, env=env, keep=folder,
+                             observer=OBSERVER)
         log = os.path.join(folder, FORKS)
         return sup, read_log(log) if os.path.exists(log) else []
     finally:

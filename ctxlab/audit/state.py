@@ -30,6 +30,8 @@ STICKY = frozenset({
     "cudaErrorAssert", "cudaErrorECCUncorrectable"})
 # Answers that report a state, not a failure.
 ANSWERS = frozenset({"CUDA_ERROR_NOT_READY", "cudaErrorNotReady"})
+# Runtime calls that return an error made earlier (the thread's last), not a failure of their own.
+ECHOES = ("cudaGetLastError", "cudaPeekAtLastError")
 LAUNCHES = ("cuLaunchKernel", "cuLaunchCooperativeKernel", "cudaLaunchKernel", "cudaLaunchCooperativeKernel",
             "cuGraphLaunch", "cudaGraphLaunch")
 SYNCS = ("cuCtxSynchronize", "cudaDeviceSynchronize", "cudaThreadSynchronize")
@@ -111,6 +113,8 @@ class CallState:
     captures: list[Capture]  # captures in progress at the call
     library: str | None  # who made the call: None for the program's own code
     handled_by: dict | None  # a call around it that succeeded: the library handled the failure
+    same_as: dict | None = None  # the failing call this one repeats: its runtime call around it, or the error a
+    # cudaGetLastError hands back
 
     def describe(self) -> str:
         """The state in one sentence, for a finding."""
@@ -143,7 +147,8 @@ class CallState:
         if self.sticky is not None:
             parts.append(f"the context already held {self.sticky.get('status')} (sticky)")
         for capture in self.captures:
-            parts.append(f"stream {capture.stream:#x} was capturing a graph ({CAPTURE_MODES.get(capture.mode or 0, '?') if capture.mode is not None else '?'} "
+            mode = CAPTURE_MODES.get(capture.mode, "?") if capture.mode is not None else "?"
+            parts.append(f"stream {capture.stream:#x} was capturing a graph ({mode} "
                          f"mode) on thread {capture.begin.get('thread', '?')}")
         return "; ".join(parts)
 
@@ -181,6 +186,26 @@ class Model:
     sticky: dict[int, dict] = field(default_factory=dict)  # context -> its first sticky error
     launches: dict[int, list[dict]] = field(default_factory=dict)  # context -> launches that returned success
     synced: dict[int, list[int]] = field(default_factory=dict)  # context -> times of successful full syncs
+    groups: dict[int, int] = field(default_factory=dict)  # id(failing call) -> id of the first call of its failure
+    members: dict[int, list[dict]] = field(default_factory=dict)  # id(first call) -> every call of that failure
+
+    def failure_of(self, event: dict) -> list[dict]:
+        """Every call of the one failure this call belongs to (a runtime call, the driver calls beneath it that
+        failed with it, the cudaGetLastError calls that handed its error back)."""
+        return self.members.get(self.groups.get(id(event), id(event)), [event])
+
+    def first_of(self, event: dict) -> dict:
+        """The call that stands for the failure this call belongs to (the program's own call: the outermost)."""
+        return self.failure_of(event)[0]
+
+    def expand(self, ids: set[int]) -> set[int]:
+        """``ids`` with every call of each failure one of them belongs to."""
+        out = set(ids)
+        for known in list(ids):
+            group = self.groups.get(known)
+            if group is not None:
+                out.update(id(e) for e in self.members.get(group, ()))
+        return out
 
     def handle(self, kind: str, value: int, at: int) -> Handle | None:
         """The handle of this kind and value that existed (or had existed) at time ``at``."""
@@ -230,8 +255,32 @@ def model(s: Stream) -> Model:
         if e.get("domain") == "audit":
             continue
         _replay(m, s, e, runtime_device)
+    _group(m, s)
     s._model = m  # type: ignore[attr-defined]
     return m
+
+
+def _group(m: Model, s: Stream) -> None:
+    """One failure, one group: a driver call that failed beneath a runtime call that failed too is the runtime
+    call's failure; cudaGetLastError handing back an error is the failure that made it (the thread's last)."""
+    last_runtime: dict = {}  # tid -> the thread's last failing runtime call that is not an echo
+    for e in s.calls:
+        state = m.states.get(id(e))
+        if state is None:
+            continue
+        same = None
+        if e.get("domain") == "driver":
+            outer = s.enclosing_runtime(e)
+            if outer is not None and id(outer) in m.states:
+                same = outer
+        elif e.get("name", "").startswith(ECHOES):
+            same = last_runtime.get(e.get("tid"))
+        else:
+            last_runtime[e.get("tid")] = e
+        state.same_as = same
+        root = m.groups.get(id(same), id(same)) if same is not None else id(e)
+        m.groups[id(e)] = root
+        m.members.setdefault(root, []).append(e)  # a group's first call comes first: calls are in time order
 
 
 def _kind(f: Facts, ctx: int) -> str:

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from ctxlab.cli.types import ByteSize, OutputPath
+from ctxlab.cli.types import ByteSize, FiniteFloat, OutputPath
 from ctxlab.report import FORMATS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -78,11 +78,11 @@ def run_limits(fn: F) -> F:
     """Add --timeout and --stall: when trace and audit stop a program that hangs (0: never)."""
     from ctxlab.tracing.supervise import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
 
-    fn = click.option("--stall", type=click.FloatRange(min=0, max=864000), default=DEFAULT_STALL_S, show_default=True,
+    fn = click.option("--stall", type=FiniteFloat(0, 864000), default=DEFAULT_STALL_S, show_default=True,
                       metavar="SECONDS",
                       help="Stop the program when a thread has been inside one CUDA call this long while no CUDA "
                            "call returned anywhere; every thread's stack and call is reported. 0: never.")(fn)
-    return click.option("--timeout", type=click.FloatRange(min=0, max=864000), default=DEFAULT_TIMEOUT_S,
+    return click.option("--timeout", type=FiniteFloat(0, 864000), default=DEFAULT_TIMEOUT_S,
                         show_default=True, metavar="SECONDS",
                         help="Stop the program after this long (its threads' calls and stacks are reported, "
                              "then it is killed). 0: no limit.")(fn)

@@ -1,6 +1,7 @@
 """The traced child: ``python -m ctxlab.tracing.child FOLDER`` runs the program that FOLDER's spec.json names
-under a Tracer that writes into the flight recorder (``ctxlab.tracing.recorder``), as ``ctxlab trace`` or
-``ctxlab audit`` asked (``ctxlab.tracing.supervise`` starts it). It prints nothing of its own: the program's
+under a Tracer that writes into the flight recorder (``ctxlab.tracing.recorder``), as ``ctxlab trace`` asked,
+or under the observer a higher layer names (``ctxlab audit``'s: ``ctxlab.audit.observe``), started by
+``ctxlab.tracing.supervise``. It prints nothing of its own: the program's
 output and exit status are the program's. Judging happens in the parent, from the recording.
 """
 
@@ -46,10 +47,9 @@ def run(folder: str) -> int:
     code, module, argv = spec.get("code"), spec.get("module"), list(spec.get("argv") or ())
     tracer_class = _class(spec["tracer"]) if spec.get("tracer") else None
     try:
-        if spec["mode"] == "audit":
-            from ctxlab.audit.observe import observe_program
-
-            status, extra = observe_program(code, module, argv, sink, tracer_class=tracer_class)
+        if spec["mode"] == "observe":  # a higher layer's observer ("module:function"), e.g. the audit's
+            observe = _class(spec["observer"])
+            status, extra = observe(code, module, argv, sink, tracer_class=tracer_class)
         elif spec["mode"] == "trace":
             from ctxlab.tracing.program import trace_program
 

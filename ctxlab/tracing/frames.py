@@ -24,7 +24,7 @@ _excluded: tuple[str, ...] | None = None
 def _excluded_dirs() -> tuple[str, ...]:
     global _excluded
     if _excluded is None:
-        dirs = {os.path.dirname(os.path.abspath(__file__))}
+        dirs = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}  # ctxlab's package, not tracing/'s
         for key in ("stdlib", "platstdlib", "purelib", "platlib"):
             path = sysconfig.get_paths().get(key)
             if path:

@@ -12,7 +12,6 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
 
 from ctxlab.tracing.tracer import Tracer
 
@@ -80,25 +79,6 @@ def run_program(code, module, argv, on_exception=None, keep: list | None = None)
             finally:
                 os._exit(status)
     return status
-
-
-def trace_events(code: str | None = None, module: str | None = None, argv: Sequence[str] = (), *,
-                 calls: str = "context", timeout: float | None = None, stall: float | None = None
-                 ) -> tuple[int, list[dict], dict]:
-    """Run a Python program under the tracer, as ``ctxlab trace`` does: ``code`` (as ``-c``), ``module`` (as
-    ``-m``) or a script ``argv[0]`` with its arguments, in a child process whose calls reach this one through the
-    flight recorder (so a crash or a hang still gives every call up to it). Returns its exit status (128 + N for
-    a signal), the recorded events (``ctxlab.trace.calls`` nests them) and the counts (``stats["ending"]``: how
-    it ended). Raises ``TraceUnavailable`` where tracing cannot start and ``FileNotFoundError`` for a missing
-    script. ``ctxlab.trace(...)`` and ``ctxlab.api.trace`` are this function."""
-    from ctxlab.tracing.supervise import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, trace_supervised
-
-    if code is None and module is None and argv and not os.path.isfile(argv[0]):
-        raise FileNotFoundError(2, "No such file", argv[0])
-    status, events, stats, _ending = trace_supervised(
-        code, module, list(argv), calls=calls, timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout,
-        stall=DEFAULT_STALL_S if stall is None else stall)
-    return status, events, stats
 
 
 def trace_program(code, module, argv, calls_mode: str = "context", on_exception=None, on_start=None,

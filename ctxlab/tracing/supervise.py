@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ctxlab.tracing.child import DUMP_SIGNAL, SPEC
@@ -118,18 +119,23 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def run_supervised(mode: str, code: str | None = None, module: str | None = None, argv: list[str] | None = None, *,
                    calls: str = "context", timeout: float = DEFAULT_TIMEOUT_S, stall: float = DEFAULT_STALL_S,
-                   env: dict[str, str] | None = None, keep: str | None = None) -> Supervised:
-    """Run the program (mode ``audit``, ``trace``, or ``run``: untraced) in a child; what its recording holds
-    however it ended. Raises TraceUnavailable when the child's tracer could not start.
+                   env: dict[str, str] | None = None, keep: str | None = None,
+                   observer: str | None = None) -> Supervised:
+    """Run the program in a child (mode ``trace``; ``observe``: under ``observer``, a "module:function" of a higher
+    layer that runs it into the flight recorder, as the audit's does; ``run``: untraced); what its recording holds
+    however it ended. Raises TraceUnavailable when the child's tracer could not start, FileNotFoundError for a
+    missing script.
 
     ``timeout``/``stall`` 0: no limit. ``env``: variables set for the program (CUDA_LAUNCH_BLOCKING=1 to pin a
     sticky error). ``keep``: a folder to keep the recording in (else a temporary one, removed)."""
+    if code is None and module is None and argv and not os.path.isfile(argv[0]):
+        raise FileNotFoundError(2, "No such file", argv[0])
     folder = keep or tempfile.mkdtemp(prefix="ctxlab-flight.")
     os.makedirs(folder, exist_ok=True)
     files = FlightFiles(folder)
     with open(files.path(SPEC), "w") as handle:
         json.dump({"mode": mode, "code": code, "module": module, "argv": list(argv or ()), "calls": calls,
-                   "tracer": TRACER}, handle)
+                   "tracer": TRACER, "observer": observer}, handle)
     try:
         done = _supervise(files, timeout, stall, env)
         if done.result.get("unavailable"):
@@ -295,3 +301,20 @@ def trace_supervised(code: str | None = None, module: str | None = None, argv: l
     stats.setdefault("program_seconds", sup.ending.seconds)
     stats.setdefault("finish_seconds", 0.0)
     return sup.ending.status, events, stats, sup.ending
+
+
+def trace_events(code: str | None = None, module: str | None = None, argv: Sequence[str] = (), *,
+                 calls: str = "context", timeout: float | None = None, stall: float | None = None
+                 ) -> tuple[int, list[dict], dict]:
+    """Run a Python program under the tracer, as ``ctxlab trace`` does: ``code`` (as ``-c``), ``module`` (as
+    ``-m``) or a script ``argv[0]`` with its arguments, in a child process whose calls reach this one through the
+    flight recorder (so a crash or a hang still gives every call up to it). Returns its exit status (128 + N for
+    a signal), the recorded events (``ctxlab.trace.calls`` nests them) and the counts (``stats["ending"]``: how
+    it ended). Raises ``TraceUnavailable`` where tracing cannot start and ``FileNotFoundError`` for a missing
+    script. ``ctxlab.trace(...)`` and ``ctxlab.api.trace`` are this function."""
+    if code is None and module is None and argv and not os.path.isfile(argv[0]):
+        raise FileNotFoundError(2, "No such file", argv[0])
+    status, events, stats, _ending = trace_supervised(
+        code, module, list(argv), calls=calls, timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout,
+        stall=DEFAULT_STALL_S if stall is None else stall)
+    return status, events, stats

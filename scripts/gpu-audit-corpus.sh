@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# On a GPU machine: ctxlab audit on every program of examples/realworld/ (one GPU), one after another, each
+# with a wall-clock limit; the reports, logs and a summary (exit codes, seconds, findings) land in OUTDIR.
+#   scripts/gpu-audit-corpus.sh OUTDIR [PROGRAM...]
+set -uo pipefail
+out=${1:?usage: scripts/gpu-audit-corpus.sh OUTDIR [PROGRAM...]}
+shift
+mkdir -p "$out/audit"
+cd "$(dirname "$0")/.."
+. scripts/gpu-env.sh
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+programs=("$@")
+if [ ${#programs[@]} -eq 0 ]; then
+  programs=($(ls examples/realworld/*.py | grep -v '/_'))
+fi
+summary="$out/audit/summary.tsv"
+printf 'program\taudit_exit\tseconds\tfindings\n' > "$summary"
+for prog in "${programs[@]}"; do
+  name=$(basename "$prog" .py)
+  args=$(python3 scripts/corpus_args.py "$prog")
+  start=$(date +%s.%N)
+  timeout -s KILL 300 python3 -m ctxlab audit --format json -o "$out/audit/$name.json" $args -- "$prog" \
+    > "$out/audit/$name.log" 2>&1
+  code=$?
+  end=$(date +%s.%N)
+  found=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' '.join(f['rule']+'@'+str((f.get('location') or {}).get('line')) for f in d['findings']))" "$out/audit/$name.json" 2>/dev/null)
+  printf '%s\t%s\t%.2f\t%s\n' "$name" "$code" "$(echo "$end - $start" | bc)" "$found" >> "$summary"
+  echo "$name exit=$code $found"
+done
