@@ -24,6 +24,6 @@ for prog in "${programs[@]}"; do
   code=$?
   end=$(date +%s.%N)
   found=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' '.join(f['rule']+'@'+str((f.get('location') or {}).get('line')) for f in d['findings']))" "$out/audit/$name.json" 2>/dev/null)
-  printf '%s\t%s\t%.2f\t%s\n' "$name" "$code" "$(echo "$end - $start" | bc)" "$found" >> "$summary"
+  printf "%s\t%s\t%s\t%s\n" "$name" "$code" "$(python3 -c "print(round($end - $start, 2))")" "$found" >> "$summary"
   echo "$name exit=$code $found"
 done

@@ -50,3 +50,43 @@ def fake_registry(monkeypatch):
     real = ctxlab.cli.parse_devices
     # Malformed lists still go through the parser.
     monkeypatch.setattr("ctxlab.cli.parse_devices", lambda text: [0] if text in ("0", "all") else real(text))
+
+
+# ---------------------------------------------------------------- trace and audit on CPU: a recorded stream
+
+class Replay:
+    """The recorded stream the child's tracer stand-in hands over (tests/replay_tracer.py), and what the child
+    asked of its tracer."""
+
+    def __init__(self, folder) -> None:
+        self.folder = folder
+        self.options_path = folder / "tracer-options.json"
+
+    @property
+    def EVENTS(self) -> list:  # noqa: N802 (the stream, as the tests set it)
+        path = self.folder / "events.json"
+        return json.loads(path.read_text()) if path.exists() else []
+
+    @EVENTS.setter
+    def EVENTS(self, events: list) -> None:  # noqa: N802
+        (self.folder / "events.json").write_text(json.dumps(events))
+
+    @property
+    def options(self) -> dict:
+        return json.loads(self.options_path.read_text())
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path_factory):
+    from tests import replay_tracer
+
+    folder = tmp_path_factory.mktemp("replay")
+    replay = Replay(folder)
+    replay.EVENTS = []
+    monkeypatch.setattr("ctxlab.tracing.supervise.TRACER", replay_tracer.NAME)
+    monkeypatch.setenv(replay_tracer.EVENTS, str(folder / "events.json"))
+    monkeypatch.setenv(replay_tracer.OPTIONS, str(replay.options_path))
+    monkeypatch.delenv(replay_tracer.INITIALISED, raising=False)
+    return replay
+
+

@@ -5,7 +5,6 @@ import pytest
 
 import ctxlab
 from tests.audit_events import WORKER, Events
-from tests.test_audit_cli import fake  # noqa: F401, F811 (the fixture)
 
 
 def test_trace_runs_a_program_and_returns_its_status_and_events(fake):

@@ -14,42 +14,6 @@ from tests.audit_events import WORKER, Events
 from tests.hostile import assert_one_line_exit_2
 
 
-class Replay:
-    """The recorded stream the child's tracer stand-in hands over (tests/replay_tracer.py), and what the child
-    asked of its tracer."""
-
-    def __init__(self, folder) -> None:
-        self.folder = folder
-        self.options_path = folder / "tracer-options.json"
-
-    @property
-    def EVENTS(self) -> list:  # noqa: N802 (the stream, as the tests set it)
-        path = self.folder / "events.json"
-        return json.loads(path.read_text()) if path.exists() else []
-
-    @EVENTS.setter
-    def EVENTS(self, events: list) -> None:  # noqa: N802
-        (self.folder / "events.json").write_text(json.dumps(events))
-
-    @property
-    def options(self) -> dict:
-        return json.loads(self.options_path.read_text())
-
-
-@pytest.fixture
-def fake(monkeypatch, tmp_path_factory):
-    from tests import replay_tracer
-
-    folder = tmp_path_factory.mktemp("replay")
-    replay = Replay(folder)
-    replay.EVENTS = []
-    monkeypatch.setattr("ctxlab.tracing.supervise.TRACER", replay_tracer.NAME)
-    monkeypatch.setenv(replay_tracer.EVENTS, str(folder / "events.json"))
-    monkeypatch.setenv(replay_tracer.OPTIONS, str(replay.options_path))
-    monkeypatch.delenv(replay_tracer.INITIALISED, raising=False)
-    return replay
-
-
 def hazard_events():
     ev = Events()
     ev.driver("cuMemAlloc_v2", 100, tid=WORKER, status="CUDA_ERROR_INVALID_CONTEXT", line=21)

@@ -308,9 +308,9 @@ def test_a_loop_of_one_failing_call_is_one_finding_that_counts_them():
 
 def test_probes_are_told_apart_by_evidence_not_by_a_list_of_codes(monkeypatch):
     from ctxlab.audit import probes as catalogue
-    from ctxlab.audit.run import judge_stream
     from ctxlab.audit.engine import Stream
     from ctxlab.audit.failures import probes
+    from ctxlab.audit.run import judge_stream
 
     # beneath a runtime call that succeeded: the runtime asked, and went on
     ev = Events()

@@ -13,8 +13,11 @@ pre-allocated allocator is destroyed automatically at the end of its scope, afte
 destroyed with a manual cudaStreamDestroy, so its deallocation calls cudaStreamSynchronize on a freed
 stream handle and fails (cudaErrorContextIsDestroyed or similar).
 
-Expected finding: handle-destroyed on thread aligner, at the line marked HAZARD in StreamBuffer.__del__()
-(the cuStreamSynchronize of the stream destroyed at the line marked DESTROY).
+Expected finding: program-crashed on thread aligner, at the line marked HAZARD in StreamBuffer.__del__()
+(the cuStreamSynchronize of the stream destroyed at the line marked DESTROY), naming the destroyed stream.
+Changed after the first audit on the H200 (driver 580.159): the header first expected handle-destroyed, a
+refused handle; there the synchronisation of the destroyed stream segfaults inside the driver (SIGSEGV), so
+the call never returns. The crash's finding names the stream the call was inside and where it was destroyed.
 
     ctxlab audit -- examples/realworld/destroyed_handle_stream_synced_by_buffer_del.py
 """
@@ -41,7 +44,7 @@ class StreamBuffer:
         self.ptr = check(driver.cuMemAlloc(4 * n), "cuMemAlloc")
 
     def __del__(self) -> None:
-        (err,) = driver.cuStreamSynchronize(self.stream)  # HAZARD: handle-destroyed
+        (err,) = driver.cuStreamSynchronize(self.stream)  # HAZARD: program-crashed
         RELEASES["sync"] = err.name
         (err,) = driver.cuMemFree(self.ptr)
         RELEASES["free"] = err.name

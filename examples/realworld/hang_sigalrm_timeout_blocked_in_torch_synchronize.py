@@ -14,9 +14,11 @@ registers a SIGALRM handler that only runs when the interpreter is back in Pytho
 is blocked inside a GIL-released C call (cudaDeviceSynchronize), the handler is never dispatched and the
 hung test runs until the outer workflow timeout (the thread method, which calls os._exit, is the fix).
 
-Expected finding: program-hung on thread MainThread, at the line marked HAZARD in test_exchange() (the
-torch.cuda.synchronize() it is blocked in; thread peer-rank1 makes no CUDA call). Ends only when the
-audit's timeout kills it.
+Expected finding: program-hung on thread MainThread, at the line marked HAZARD in test_exchange(); thread
+peer-rank1 makes no CUDA call. Ends only when the audit stops it. Changed after the first audit on the H200
+(driver 580.159): the header expected the thread blocked in torch.cuda.synchronize(); the flight recorder
+showed it never got there: the launch of the sum (cudaLaunchKernel, with cuLaunchKernel beneath it) is the
+call that does not return once the stream waits on the flag, so the marker moved to that line.
 
     ctxlab audit -- examples/realworld/hang_sigalrm_timeout_blocked_in_torch_synchronize.py
 """
@@ -60,8 +62,8 @@ def test_exchange() -> None:
     stream = torch.cuda.current_stream()
     (err,) = driver.cuStreamWaitValue32(driver.CUstream(stream.cuda_stream), ready.data_ptr(), 1, GEQ)
     print(f"rank 0: waiting for rank 1's ready flag ({err.name})", flush=True)
-    total = (mine + theirs).sum()
-    torch.cuda.synchronize()  # HAZARD: program-hung
+    total = (mine + theirs).sum()  # HAZARD: program-hung
+    torch.cuda.synchronize()
     rank1.join()
     print(f"exchange done: {total.item():.0f}")
 

@@ -8,8 +8,11 @@ cannot operate on non-primary CUDA context"). The program catches the error.
 Report: https://github.com/numba/numba/issues/3410 -- numba.cuda on device memory whose context was made by
 pyarrow.cuda fails (CUDA_ERROR_INVALID_HANDLE from cuLaunchKernel); Numba works on the primary context.
 
-Expected finding: non-primary-current on thread arrow-worker, at the line marked HAZARD in work() (Numba's
-attach while the library's context is current).
+Expected findings: non-primary-current on thread arrow-worker, at the line marked HAZARD in work() (Numba's
+attach while the library's context is current); failed-call on the same thread at the pop marked HAZARD
+failed-call. The second was added after the wave-4 audit, which reports every failing call: on the H200 the
+worker's own cuCtxPopCurrent in finally returns CUDA_ERROR_INVALID_CONTEXT, with no context left current on the
+thread after Numba's refused attach, a failure the program's check() raises in its finally block.
 
     ctxlab audit -- examples/realworld/nonprimary_numba_in_engine_worker.py
 """
@@ -37,7 +40,7 @@ def work(lib_ctx, buffer, out: dict) -> None:
     except Exception as exc:
         out["numba"] = f"{type(exc).__name__}: {exc}"
     finally:
-        check(driver.cuCtxPopCurrent(), "cuCtxPopCurrent")
+        check(driver.cuCtxPopCurrent(), "cuCtxPopCurrent")  # HAZARD: failed-call
 
 
 def main() -> int:
