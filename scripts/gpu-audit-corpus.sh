@@ -2,6 +2,7 @@
 # On a GPU machine: ctxlab audit on every program of examples/realworld/ (one GPU), one after another, each
 # with a wall-clock limit; the reports, logs and a summary (exit codes, seconds, findings) land in OUTDIR.
 #   scripts/gpu-audit-corpus.sh OUTDIR [PROGRAM...]
+# PLAIN=1: run each program alone first (not the hang programs) and record its time beside the audit's.
 set -uo pipefail
 out=${1:?usage: scripts/gpu-audit-corpus.sh OUTDIR [PROGRAM...]}
 shift
@@ -14,16 +15,25 @@ if [ ${#programs[@]} -eq 0 ]; then
   programs=($(ls examples/realworld/*.py | grep -v '/_'))
 fi
 summary="$out/audit/summary.tsv"
-printf 'program\taudit_exit\tseconds\tfindings\n' > "$summary"
+printf 'program\taudit_exit\tseconds\tfindings\tplain_exit\tplain_seconds\n' > "$summary"
 for prog in "${programs[@]}"; do
   name=$(basename "$prog" .py)
   args=$(python3 scripts/corpus_args.py "$prog")
+  plain_code=""; plain_s=""
+  if [ -n "${PLAIN:-}" ] && [[ "$name" != hang_* ]]; then  # the program alone, for the audit's overhead
+    p0=$(date +%s.%N)
+    timeout -s KILL 120 python3 "$prog" > "$out/audit/$name.plain.log" 2>&1
+    plain_code=$?
+    p1=$(date +%s.%N)
+    plain_s=$(python3 -c "print(round($p1 - $p0, 2))")
+  fi
   start=$(date +%s.%N)
   timeout -s KILL 300 python3 -m ctxlab audit --format json -o "$out/audit/$name.json" $args -- "$prog" \
     > "$out/audit/$name.log" 2>&1
   code=$?
   end=$(date +%s.%N)
   found=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' '.join(f['rule']+'@'+str((f.get('location') or {}).get('line')) for f in d['findings']))" "$out/audit/$name.json" 2>/dev/null)
-  printf "%s\t%s\t%s\t%s\n" "$name" "$code" "$(python3 -c "print(round($end - $start, 2))")" "$found" >> "$summary"
+  printf "%s\t%s\t%s\t%s\t%s\t%s\n" "$name" "$code" "$(python3 -c "print(round($end - $start, 2))")" "$found" \
+    "$plain_code" "$plain_s" >> "$summary"
   echo "$name exit=$code $found"
 done
