@@ -1,9 +1,12 @@
 """``ctxlab audit``: find CUDA context hazards in any Python program.
 
-The program runs under the tracer (``ctxlab.trace``); the rules (``rules.py``), each tied to the lab
-claim that demonstrates its hazard, judge the recorded events (``engine.py``); ``report.py`` writes
-the findings as a table, JSON, JUnit or SARIF. ``guard.py`` and ``pytest_plugin.py`` apply the same
-rules per test (``pytest --ctxlab-guard``). Nothing here imports CUDA until a program is audited.
+The program runs in a traced child (``observe.py`` there; ``ctxlab.tracing`` records every call into a flight
+recorder the parent reads however the child ends); the parent replays the calls into a model of each thread's
+CUDA state (``state.py``) and runs the rules (``rules.py``: explanations on top of the model) over it
+(``engine.py``); ``report.py`` writes the findings as a table, JSON, JUnit or SARIF. ``guard.py`` and
+``pytest_plugin.py`` apply the same rules per test (``pytest --ctxlab-guard``). Nothing here imports CUDA
+until a program is audited, and the child imports only what it runs the program with (the names below are
+loaded when first used).
 
     from ctxlab.audit import audit_program
     result = audit_program(argv=["examples/hazards/no_context.py"])
@@ -13,13 +16,32 @@ rules per test (``pytest --ctxlab-guard``). Nothing here imports CUDA until a pr
 
 from __future__ import annotations
 
-from ctxlab.audit.engine import Finding, Location
-from ctxlab.audit.rules import RULES, RULES_BY_ID, Rule, judge
-from ctxlab.audit.run import EXIT_HAZARD, AuditResult, audit_code, audit_program
+import importlib
+from typing import Any
+
 from ctxlab.calling import make_callable
 
 __all__ = ["AuditResult", "EXIT_HAZARD", "Finding", "Location", "RULES", "RULES_BY_ID", "Rule", "audit_program",
            "judge"]
+_HOMES = {"Finding": "engine", "Location": "engine", "RULES": "rules", "RULES_BY_ID": "rules", "Rule": "rules",
+          "judge": "rules", "EXIT_HAZARD": "run", "AuditResult": "run", "audit_code": "run", "audit_program": "run"}
 
 
-make_callable(__name__, audit_code)  # ctxlab.audit(argv=[...]) audits a program
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def _audit(*args: Any, **kwargs: Any) -> Any:
+    from ctxlab.audit.run import audit_code
+
+    return audit_code(*args, **kwargs)
+
+
+_audit.__doc__ = """Run a Python program in a traced child and judge it, as ``ctxlab audit`` does (``ctxlab.audit.run.
+audit_code``)."""
+make_callable(__name__, _audit)  # ctxlab.audit(argv=[...]) audits a program

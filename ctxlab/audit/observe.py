@@ -15,13 +15,25 @@ import threading
 
 from ctxlab.audit.exchange import ExchangeHook
 from ctxlab.audit.forks import ForkWatch, read_log
-from ctxlab.audit.rules import AUDIT_CALLBACKS
 from ctxlab.tracing.frames import traceback_stack, user_stack
 from ctxlab.tracing.program import trace_program
 from ctxlab.tracing.recorder import FlightSink
 from ctxlab.tracing.tracer import renew_locks_after_fork
 
 FORKS = "forks.jsonl"
+
+# Functions whose calls carry the user's stack in an audit besides the tracer's context functions and every
+# failing call (and the first call of each function per thread and context).
+# Launches carry one so that a sticky error can be traced to the launch that caused it (a loop launching from
+# one line reuses the stack the C side walked last), and the calls that can end or pin a capture.
+AUDIT_CALLBACKS = ("cuMemAlloc_v2", "cuMemAlloc", "cuCtxSynchronize", "cudaDeviceReset", "cuStreamCreate",
+                   "cuStreamCreateWithPriority", "cuEventCreate", "cuEventRecord", "cuEventRecordWithFlags",
+                   "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
+                   "cuLaunchCooperativeKernel", "cuLaunchHostFunc", "cuGraphLaunch", "cudaLaunchKernel",
+                   "cudaLaunchKernelExC", "cudaGraphLaunch", "cuStreamBeginCapture_v2", "cudaStreamBeginCapture",
+                   "cuStreamDestroy_v2", "cuEventDestroy_v2", "cuModuleUnload", "cuMemFree_v2", "cudaFree",
+                   "cudaMalloc", "cudaStreamSynchronize", "cudaDeviceSynchronize", "cuStreamSynchronize")
+
 
 
 def describe_exception(exc: BaseException, tid: int | None, thread: str) -> dict:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ctxlab.audit.endings import program_crashed, program_hung
 from ctxlab.audit.engine import SEVERITIES, Finding, Hit, RunInfo, Stream, finding
 from ctxlab.audit.failures import failed_call, sticky_error
+from ctxlab.audit.observe import AUDIT_CALLBACKS  # noqa: F401 (the rules' calls with a stack, as before)
 from ctxlab.audit.rules_classes import (
     capture_violation,
     freed_memory_used,
@@ -36,19 +37,6 @@ from ctxlab.audit.rules_context import (
 )
 from ctxlab.audit.rules_handles import handle_from_another_context, non_primary_current, unordered_handover
 from ctxlab.audit.rules_lifetimes import context_leak, stray_context, used_after_teardown
-
-# Functions whose calls carry the user's stack in an audit besides the tracer's context functions and every
-# failing call (and the first call of each function per thread and context).
-# Launches carry one so that a sticky error can be traced to the launch that caused it (a loop launching from
-# one line reuses the stack the C side walked last), and the calls that can end or pin a capture.
-AUDIT_CALLBACKS = ("cuMemAlloc_v2", "cuMemAlloc", "cuCtxSynchronize", "cudaDeviceReset", "cuStreamCreate",
-                   "cuStreamCreateWithPriority", "cuEventCreate", "cuEventRecord", "cuEventRecordWithFlags",
-                   "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
-                   "cuLaunchCooperativeKernel", "cuLaunchHostFunc", "cuGraphLaunch", "cudaLaunchKernel",
-                   "cudaLaunchKernelExC", "cudaGraphLaunch", "cuStreamBeginCapture_v2", "cudaStreamBeginCapture",
-                   "cuStreamDestroy_v2", "cuEventDestroy_v2", "cuModuleUnload", "cuMemFree_v2", "cudaFree",
-                   "cudaMalloc", "cudaStreamSynchronize", "cudaDeviceSynchronize", "cuStreamSynchronize")
-
 
 # The rules below it stand on the calls' own statuses and parameters: no lab claim demonstrates them.
 NO_CLAIM = ""

@@ -171,12 +171,22 @@ def audit_program(code: str | None = None, module: str | None = None, argv: Sequ
     return result
 
 
+def _prepare() -> None:
+    """What judging needs, loaded while the child starts the program: the recording's reader, the report."""
+    import numpy  # noqa: F401
+
+    import ctxlab.audit.report  # noqa: F401
+    from ctxlab.tracing import native
+
+    native.__getattr__("RECORD_DTYPE")
+
+
 def _run(code, module, argv, timeout, stall, keep, env) -> tuple[Supervised, list[dict]]:
     """One supervised run of the audit's child, and the children it forked."""
     folder = keep or tempfile.mkdtemp(prefix="ctxlab-audit.")
     try:
         sup = run_supervised("observe", code, module, argv, timeout=timeout, stall=stall, env=env, keep=folder,
-                             observer=OBSERVER)
+                             observer=OBSERVER, prepare=_prepare)
         log = os.path.join(folder, FORKS)
         return sup, read_log(log) if os.path.exists(log) else []
     finally:

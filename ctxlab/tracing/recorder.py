@@ -19,6 +19,7 @@ a segfault or SIGKILL. Python adds, in files of the same folder (``FlightFiles``
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import os
 import threading
@@ -77,7 +78,7 @@ class FlightSink:
         if error:
             raise OSError(error, f"cannot map the flight recorder's file: {os.strerror(error)}",
                           self.files.path(RECORDS))
-        write_json(self.files.path(NAMES), names_of(cupti))
+        write_json(self.files.path(NAMES), cached_names(cupti))
         self.open_notes()
         self.refresh_maps()
         self.clock()
@@ -146,6 +147,35 @@ class FlightSink:
             if self._notes is not None:
                 self._notes.close()
                 self._notes = None
+
+
+def cached_names(cupti) -> dict:
+    """names_of(cupti), kept in ctxlab's cache folder per installed CUPTI and cuda-bindings (they are the same
+    for every run there; building them costs each audit's start)."""
+    from ctxlab.tracing.native import cache_dir
+
+    try:
+        import cuda.bindings.driver as driver
+
+        stamp = [(m.__file__, os.stat(m.__file__).st_mtime_ns) for m in (cupti, driver) if m.__file__]
+    except (ImportError, OSError, AttributeError):
+        return names_of(cupti)
+    key = hashlib.sha256(json.dumps(stamp).encode()).hexdigest()[:16]  # str hashes differ between processes
+    path = os.path.join(cache_dir(), f"names-{key}.json")
+    try:
+        with open(path) as handle:
+            cached = json.load(handle)
+        if cached.get("stamp") == [list(s) for s in stamp]:
+            return cached["names"]
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    names = names_of(cupti)
+    try:
+        os.makedirs(cache_dir(), exist_ok=True)
+        write_json(path, {"stamp": [list(s) for s in stamp], "names": names})
+    except OSError:
+        pass
+    return names
 
 
 def names_of(cupti) -> dict:

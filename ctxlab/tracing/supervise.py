@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ctxlab.tracing.child import DUMP_SIGNAL, SPEC
@@ -120,14 +120,16 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 def run_supervised(mode: str, code: str | None = None, module: str | None = None, argv: list[str] | None = None, *,
                    calls: str = "context", timeout: float = DEFAULT_TIMEOUT_S, stall: float = DEFAULT_STALL_S,
                    env: dict[str, str] | None = None, keep: str | None = None,
-                   observer: str | None = None) -> Supervised:
+                   observer: str | None = None, prepare: Callable[[], None] | None = None) -> Supervised:
     """Run the program in a child (mode ``trace``; ``observe``: under ``observer``, a "module:function" of a higher
     layer that runs it into the flight recorder, as the audit's does; ``run``: untraced); what its recording holds
     however it ended. Raises TraceUnavailable when the child's tracer could not start, FileNotFoundError for a
     missing script.
 
     ``timeout``/``stall`` 0: no limit. ``env``: variables set for the program (CUDA_LAUNCH_BLOCKING=1 to pin a
-    sticky error). ``keep``: a folder to keep the recording in (else a temporary one, removed)."""
+    sticky error). ``keep``: a folder to keep the recording in (else a temporary one, removed). ``prepare``: what
+    the parent does while the child starts (importing what it judges with, so that its time hides behind the
+    child's)."""
     if code is None and module is None and argv and not os.path.isfile(argv[0]):
         raise FileNotFoundError(2, "No such file", argv[0])
     folder = keep or tempfile.mkdtemp(prefix="ctxlab-flight.")
@@ -137,7 +139,7 @@ def run_supervised(mode: str, code: str | None = None, module: str | None = None
         json.dump({"mode": mode, "code": code, "module": module, "argv": list(argv or ()), "calls": calls,
                    "tracer": TRACER, "observer": observer}, handle)
     try:
-        done = _supervise(files, timeout, stall, env)
+        done = _supervise(files, timeout, stall, env, prepare)
         if done.result.get("unavailable"):
             from ctxlab.tracing.tracer import TraceUnavailable
 
@@ -148,9 +150,12 @@ def run_supervised(mode: str, code: str | None = None, module: str | None = None
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _supervise(files: FlightFiles, timeout: float, stall: float, env: dict[str, str] | None) -> Supervised:
+def _supervise(files: FlightFiles, timeout: float, stall: float, env: dict[str, str] | None,
+               prepare: Callable[[], None] | None = None) -> Supervised:
     started = time.monotonic()
     child = subprocess.Popen(child_command(files.folder), env=child_env(env), start_new_session=True)
+    if prepare is not None:
+        prepare()
     how, sent, stopped_calls = "exit", None, []
     last_records, last_change = -1, started
     interrupts = 0
@@ -274,6 +279,15 @@ def _notes(path: str) -> list[dict]:
     return out
 
 
+def _readers() -> None:
+    """What reading a recording needs, imported while the child starts."""
+    import numpy  # noqa: F401
+
+    from ctxlab.tracing import native
+
+    native.__getattr__("RECORD_DTYPE")
+
+
 def events_of(sup: Supervised) -> list[dict]:
     """The recorded events of a supervised run in time order, numbered and named by thread, with the child's
     noted events among them."""
@@ -292,7 +306,7 @@ def trace_supervised(code: str | None = None, module: str | None = None, argv: l
                      stall: float = DEFAULT_STALL_S) -> tuple[int, list[dict], dict, Ending]:
     """``ctxlab trace``: the program in a traced child; (its exit status, the events, counts, how it ended). The
     calls up to a crash or a hang are all there."""
-    sup = run_supervised("trace", code, module, argv, calls=calls, timeout=timeout, stall=stall)
+    sup = run_supervised("trace", code, module, argv, calls=calls, timeout=timeout, stall=stall, prepare=_readers)
     events = events_of(sup)
     stats = {**(sup.result.get("stats") or {}), **(sup.flight.counts if sup.flight is not None else {}),
              "api_calls": sum(e.get("domain") in ("driver", "runtime") for e in events),
