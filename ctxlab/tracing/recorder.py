@@ -141,7 +141,9 @@ class FlightSink:
             os.replace(temp, self.files.path(MAPS))
 
     def close(self) -> None:
-        """The notes file closed, the loaded objects written once more."""
+        """The C side back on its heap, the notes file closed, the loaded objects written once more."""
+        if self._lib is not None:
+            self._lib.ctxlab_flight_close()
         self.refresh_maps()
         with self._lock:
             if self._notes is not None:

@@ -62,9 +62,10 @@ def parse_dump(text: str) -> list[StacksDump]:
         head = _THREAD.match(line)
         if head:
             current = head.group(1) == "Current thread"
-            if current and pending and any(t.current for t in pending):
-                close()  # a second dump without a title: a new request
-            thread = ThreadStack(int(head.group(2), 16), current)
+            ident = int(head.group(2), 16)
+            if any(t.ident == ident for t in pending):
+                close()  # a thread met again: the next dump (a request has no title line)
+            thread = ThreadStack(ident, current)
             pending.append(thread)
             continue
         frame = _FRAME.match(line)

@@ -149,6 +149,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "ctxlab_flight_thread": (None, [u32, u64, ctypes.c_char_p, u32]),
         "ctxlab_flight_thread_end": (None, [u32]),
         "ctxlab_flight_clock": (None, [u64]),
+        "ctxlab_flight_close": (None, []),
         "ctxlab_store_text": (None, [u32, u32, ctypes.c_char_p, u32]),
         "ctxlab_set_names": (None, [vp, vp, vp, vp]),
         "ctxlab_set_launch_function": (None, [u32, i32]),

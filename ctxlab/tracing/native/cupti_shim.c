@@ -332,6 +332,14 @@ int ctxlab_flight_open(const char *path, uint64_t cap_records, uint64_t cap_stac
     return 0;
 }
 
+/* Stop writing into the flight file: records go to this process's heap again. The mapping stays (a callback
+   still running on another thread may be writing into it); the parent reads the file, not this mapping. */
+void ctxlab_flight_close(void) {
+    pthread_mutex_lock(&mu);
+    flight = NULL;
+    pthread_mutex_unlock(&mu);
+}
+
 static slot_t *my_slot(uint32_t tid) {
     if (!flight) return NULL;
     if (ts.slot_gen != flight_gen) { ts.slot = 0; ts.slot_gen = flight_gen; }
