@@ -6,13 +6,15 @@ the engine turns them into ``Finding`` objects with the user's file:line.
 
 Where a finding's location comes from, best first (``Finding.location_from``):
 
-- ``callback``: the call went through a Python callback (context functions, resource events and the
-  few calls the audit adds), which took the user's stack right there;
+- ``callback``: the C callback took the user's stack at the call (context functions, resource events,
+  launches, failing calls and the other calls the audit adds);
 - ``exception``: the program raised an exception naming the call's status on that thread and did not
   catch it: its innermost user frame;
 - ``fork hook``: the child's first CUDA call, seen by the audit's fork hook;
-- ``nearby``: only an activity record exists (no Python stack): the user frame of the last call on that
-  thread that had one, before it. Approximate, and the report says so;
+- ``flight recorder``: where a crashing or stuck thread was (faulthandler's stack, the call it was inside);
+- ``nearby``: the call carries no Python stack (one the C callback did not take, or could not: its thread
+  released the GIL and the snapshot came too late): the user frame of the last call on that thread that had
+  one, before it. Approximate, and the report says so;
 - ``none``: nothing to go by.
 """
 

@@ -75,7 +75,7 @@ def render_json(result) -> str:
 
 def _where(f: Finding) -> str:
     if f.location is None:
-        return "location unknown (only an activity record: no Python stack)"
+        return "location unknown (no Python stack was taken for this call or near it)"
     text = f"{f.location}"
     if f.location.function:
         text += f" in {f.location.function}"

@@ -68,9 +68,9 @@ RULES: tuple[Rule, ...] = (
          "A thread starts with no current context. Driver API calls made there before cuCtxSetCurrent, "
          "cuCtxPushCurrent or a runtime call that binds the primary context return CUDA_ERROR_INVALID_CONTEXT.",
          "migrate.driver-call-without-context", no_context,
-         "Queries (cuCtxGet*) are how libraries probe for a context and are not judged; driver calls the runtime "
-         "makes beneath its own calls are not recorded by CUPTI's activity records; a thread that had a context "
-         "and let go of it is not judged."),
+         "Queries (cuCtxGet*) are how libraries probe for a context and are not judged here; driver calls the "
+         "runtime makes beneath its own calls are the runtime's (it binds a context next); a thread that had a "
+         "context and let go of it is not judged (its failing calls are failed-call findings)."),
     Rule("destroyed-while-current", "error", "A context destroyed while current on another thread",
          "cuCtxDestroy does not unbind the context from other threads: it stays current there and every call "
          "they make into it returns CUDA_ERROR_CONTEXT_IS_DESTROYED. Hand the context back (pop it) on every "
@@ -100,9 +100,10 @@ RULES: tuple[Rule, ...] = (
          "context-independent library API (cuLibraryLoad*).",
          "migrate.cupy-kernel-cache-across-contexts", cross_context_handle,
          "Cannot see which function handle a launch used: it relates an invalid-handle launch or lookup in one "
-         "context to modules loaded in another. Launches have only activity records: the location is the "
-         "uncaught exception that named the status, or else the thread's last call with a Python stack "
-         "(marked nearby). After a reset or destroy it leaves stale handles to those rules."),
+         "context to modules loaded in another. A launch's location is its own stack (the C callback takes one "
+         "for every launch in an audit), else the uncaught exception that named the status, else the thread's "
+         "last call with a Python stack (marked nearby). After a reset or destroy it leaves stale handles to "
+         "those rules."),
     Rule("fork-after-init", "error", "CUDA used in a child forked after initialisation",
          "CUDA is not fork-safe: in a child made by fork after the parent initialised CUDA, every driver call "
          "returns CUDA_ERROR_NOT_INITIALIZED (CuPy: cudaErrorInitializationError; PyTorch refuses). Start "

@@ -33,8 +33,7 @@ def _thread(event: dict) -> str:
 
 def _by_runtime(s: Stream, event: dict) -> bool:
     """Whether a runtime made this driver call beneath one of its own calls: a runtime call on the same thread
-    spans it, or only a callback saw it (CUPTI writes activity records for the driver calls the program makes,
-    not for those a runtime makes, whether or not that runtime copy's own calls are recorded)."""
+    spans it, or the C callback marked it as made while a runtime call was open on its thread (``from``)."""
     return event.get("from") == "callback" or s.enclosing_runtime(event) is not None
 
 
