@@ -84,8 +84,8 @@ def score(entry: dict, doc: dict) -> dict:
     return {"program": entry["program"], "kind": entry["kind"], "report": entry.get("report"),
             "matched": matched, "missed": missed, "extra": extra,
             "found": [{"rule": f["rule"], "severity": f["severity"], "thread": f["thread"],
-                       "line": (f.get("location") or {}).get("line"), "location_from": f.get("location_from")}
-                      for f in findings]}
+                       "line": (f.get("location") or {}).get("line"), "location_from": f.get("location_from"),
+                       "calls": f.get("calls", [])[:6]} for f in findings]}
 
 
 SCORES: list[dict] = []
