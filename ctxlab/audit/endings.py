@@ -97,8 +97,9 @@ def program_crashed(s: Stream) -> list[Hit]:
         cause = " SIGKILL comes from outside the program (a CI or job time limit, the kernel's out-of-memory killer)."
     else:
         cause = ""
-    if inside is not None and inside.stack:
-        event = {"tid": tid, "thread": name, "stack": inside.stack, "start": inside.since}
+    if inside is not None:  # the call it died inside is the finding's call
+        event = {"tid": tid, "thread": name, "stack": inside.stack or frames, "start": inside.since,
+                 "name": inside.inner, "context": inside.context, "domain": "driver"}
     elif frames:
         event = {"tid": tid, "thread": name, "stack": frames, "start": 0}
     else:
@@ -166,7 +167,7 @@ def program_hung(s: Stream) -> list[Hit]:
         waits = _waits_for(s, m, call)
         frames = call.stack or _frames_of(run, call.tid)
         event = {"tid": call.tid, "thread": call.thread, "stack": frames, "start": call.since,
-                 "name": call.call, "domain": "driver"}
+                 "name": call.inner, "context": call.context, "domain": "driver"}
         inner = f" (in {call.inner} beneath it)" if call.inner != call.call else ""
         long = f" for {seconds:.1f} s" if seconds is not None else ""
         hits.append(Hit(event, f"the program {why}: thread {call.thread} was inside {call.call}{inner}{long}"

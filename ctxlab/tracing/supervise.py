@@ -312,6 +312,8 @@ def trace_supervised(code: str | None = None, module: str | None = None, argv: l
              "api_calls": sum(e.get("domain") in ("driver", "runtime") for e in events),
              "resource_events": sum(e.get("domain") == "resource" for e in events),
              "ending": sup.ending.as_dict()}
+    if sup.flight is not None:  # every record came from ctxlab's C callback
+        stats["records"] = stats["callbacks"] = sup.flight.counts["records"]
     stats.setdefault("program_seconds", sup.ending.seconds)
     stats.setdefault("finish_seconds", 0.0)
     return sup.ending.status, events, stats, sup.ending
