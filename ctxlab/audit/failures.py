@@ -54,8 +54,10 @@ def sticky_error(s: Stream) -> list[Hit]:
         at = first.get("start", 0)
         origins = m.launches_before(ctx, at)
         exact = pinned.get(ctx)
+        others = {id(e) for c, e in m.sticky.items() if c != ctx}  # another context's fault is its own finding
         later = [e for e in s.calls if e is not first and e.get("start", 0) >= at and id(e) in m.states
-                 and (e.get("context") == ctx or e.get("status") in STICKY)]
+                 and id(e) not in others and (e.get("context") == ctx or (not e.get("context")
+                                                                           and e.get("status") in STICKY))]
         libraries = sorted({m.states[id(e)].library or "the program" for e in later})
         shown = []
         for e in later:

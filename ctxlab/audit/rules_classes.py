@@ -43,8 +43,10 @@ def capture_violation(s: Stream) -> list[Hit]:
         state = m.states.get(id(e))
         if state is None or id(e) in s.explained or state.same_as is not None or id(e) in ends:
             continue
+        if not str(e.get("status")).startswith(CAPTURE_STATUSES):
+            continue  # another failure during a capture is its own (other threads are free in thread-local mode)
         capturing = [c for c in state.captures if c.begin is not e]
-        if not capturing and str(e.get("status")).startswith(CAPTURE_STATUSES):
+        if not capturing:
             capturing = [c for c in m.captures if c.begin.get("start", 0) <= e.get("start", 0)][-1:]
         if not capturing:
             continue
@@ -80,6 +82,7 @@ def freed_memory_used(s: Stream) -> list[Hit]:
     and where it was freed (a freed block may already belong to someone else)."""
     m = model(s)
     hits, seen = [], set()
+    freed = any(b.freed is not None for b in m.blocks)
     for e in s.calls:
         if id(e) in s.explained or e.get("from") == "callback" and s.enclosing_runtime(e) is not None:
             continue
@@ -91,6 +94,15 @@ def freed_memory_used(s: Stream) -> list[Hit]:
         if state is not None:
             found = [(role, address, block) for role, address, block in state.blocks if block is not None
                      and block.freed is not None and block.freed is not e and block.freed.get("start", 0) < at]
+        elif freed and any(key in (e.get("args") or {}) for key in ("ptr", "src")):
+            for role in ("ptr", "src"):  # a call that ran on freed memory: the silent case
+                address = (e.get("args") or {}).get(role)
+                if not address or e.get("name", "").startswith(("cuMemAlloc", "cudaMalloc")):
+                    continue
+                block = m.block(address, at)
+                if block is not None and block.freed is not None and block.freed is not e \
+                        and block.freed.get("start", 0) < at and not _mapped_since(s, block.freed, at):
+                    found.append((role, address, block))
         elif "arguments" in e and e.get("name", "").startswith("cuLaunch"):
             for index, raw in arguments(e["arguments"]):
                 for offset in range(0, len(raw) - 7, 8):
@@ -114,6 +126,17 @@ def freed_memory_used(s: Stream) -> list[Hit]:
                                f"hold another allocation: free each block once, after its last use",
                             calls=(block.freed, e), related=(("freed at", block.freed), ("allocated at", block.made))))
     return hits
+
+
+VMM = ("cuMemMap", "cuMemCreate", "cuMemAddressReserve")
+
+
+def _mapped_since(s: Stream, freed: dict, at: int) -> bool:
+    """Memory mapped through the virtual memory API between a free and a call (a PyTorch expandable segment,
+    say): the freed range may hold it now, out of the allocation map's sight, so a call that ran there is not
+    judged."""
+    return any(e.get("name", "").startswith(VMM) and freed.get("start", 0) < e.get("start", 0) < at
+               for e in s.calls)
 
 
 def handle_destroyed(s: Stream) -> list[Hit]:
@@ -167,6 +190,9 @@ def out_of_memory(s: Stream) -> list[Hit]:
                    == key and str(c.get("status")).startswith(OUT_OF_MEMORY)]
         held: dict[str, int] = {}
         for block in m.blocks:
+            device = m.facts.device.get(block.context)
+            if state.device is not None and device is not None and device != state.device:
+                continue  # memory on another GPU does not fill this one
             if block.made.get("start", 0) <= at and (block.freed is None or block.freed.get("start", 0) > at):
                 who = _allocator(s, block.made)
                 held[who] = held.get(who, 0) + block.size
