@@ -151,3 +151,54 @@ def test_a_module_and_a_script_with_arguments_run_as_python_runs_them(fake, tmp_
     result = audit("--", str(script), "4", "x")
     assert result.exit_code == 0 and "exited with status 4" in result.output
     assert "args ['4', 'x']" in capfd.readouterr().out
+
+
+def test_a_program_that_segfaults_is_audited_with_where_it_crashed(fake, tmp_path):
+    fake.EVENTS = hazard_events()
+    out = tmp_path / "crash.json"
+    code = "import ctypes\ndef crash():\n    ctypes.string_at(0)\ncrash()\n"
+    result = audit("--format", "json", "-o", str(out), "-c", code)
+    assert result.exit_code == 3, result.output
+    assert "died by SIGSEGV while running" in result.output
+    doc = json.loads(out.read_text())
+    assert doc["ending"]["how"] == "signal" and doc["ending"]["signal"] == "SIGSEGV" and doc["exit_status"] == 139
+    crashed = [f for f in doc["findings"] if f["rule"] == "program-crashed"]
+    assert len(crashed) == 1 and crashed[0]["location"]["line"] == 3 and crashed[0]["thread"] == "MainThread"
+    assert [f["rule"] for f in doc["findings"]].count("no-context") == 1  # what was recorded before is judged
+
+
+def test_a_program_past_the_time_limit_is_stopped_and_reported(fake, tmp_path):
+    out = tmp_path / "hang.json"
+    code = "import threading\nlock = threading.Lock()\nlock.acquire()\nlock.acquire()\n"
+    result = audit("--format", "json", "--timeout", "2", "-o", str(out), "-c", code)
+    assert result.exit_code == 3, result.output
+    doc = json.loads(out.read_text())
+    assert doc["ending"]["how"] == "timeout" and "ran past the time limit of 2 s" in doc["ending"]["detail"]
+    (hung,) = doc["findings"]
+    assert hung["rule"] == "program-hung" and hung["location"]["line"] == 4
+    assert "no thread was inside a CUDA call" in hung["message"]
+
+
+def test_os_exit_and_a_fatal_signal_sent_to_itself_are_noted_with_the_line(fake, tmp_path):
+    out = tmp_path / "kill.json"
+    code = "import os, signal\nx = 1\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    assert audit("--format", "json", "-o", str(out), "-c", code).exit_code == 3
+    doc = json.loads(out.read_text())
+    (crashed,) = doc["findings"]
+    assert crashed["rule"] == "program-crashed" and crashed["location"]["line"] == 3
+    assert "os.kill" in crashed["message"] and doc["ending"]["signal"] == "SIGKILL"
+    out = tmp_path / "exit.json"
+    assert audit("--format", "json", "-o", str(out), "-c", "import os\nos._exit(4)\n").exit_code == 0
+    doc = json.loads(out.read_text())
+    assert doc["ending"] == {**doc["ending"], "how": "exit", "exit_status": 4, "program_ended": False}
+
+
+def test_the_trace_of_a_program_that_crashes_has_the_calls_up_to_the_crash(fake):
+    import ctxlab
+
+    ev = Events()
+    ev.driver("cuCtxGetCurrent", 100)
+    fake.EVENTS = ev.events
+    status, events, stats = ctxlab.trace(code="import ctypes; ctypes.string_at(0)")
+    assert status == 139 and [e["name"] for e in events] == ["cuCtxGetCurrent"]
+    assert stats["ending"]["how"] == "signal" and stats["ending"]["signal"] == "SIGSEGV"

@@ -81,9 +81,14 @@ def _stream(sup: Supervised, forks: list[dict], pinned: dict | None = None) -> t
         e["seq"] = seq
         e.setdefault("thread", names.get(int(e.get("tid") or 0)) or f"thread {e.get('tid')}")
     info = RunInfo(ending=sup.ending.as_dict(), exits=exits, fatal=sup.fatal, dumps=sup.dumps, pinned=pinned or {})
+    for note in sup.notes:  # threads the child named itself (its main thread), where the recording has none
+        if note.get("kind") == "thread" and isinstance(note.get("tid"), int):
+            info.idents.setdefault(note["tid"], int(note.get("ident") or 0))
+            info.threads.setdefault(note["tid"], str(note.get("name", "?")))
     if flight is not None:
-        info.open_calls, info.kernels, info.idents, info.threads = (flight.open_calls, flight.kernels, flight.idents,
-                                                                     flight.threads)
+        info.open_calls, info.kernels = flight.open_calls, flight.kernels
+        info.idents.update(flight.idents)
+        info.threads.update(flight.threads)
         for call in flight.open_calls:
             started = flight.wall(call.since)
             if started:

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import threading
 
 from ctxlab.tracing.recorder import DUMP, FATAL, RESULT, FlightFiles, FlightSink, write_json
 
@@ -44,6 +45,9 @@ def run(folder: str) -> int:
         spec = json.load(handle)
     keep = _stacks_on_signals(files)
     sink = FlightSink(files)
+    sink.open_notes()  # the main thread's name and ident, for faulthandler's stacks even with no recording
+    main = threading.main_thread()
+    sink.note("thread", {"tid": threading.get_native_id(), "ident": main.ident, "name": main.name})
     code, module, argv = spec.get("code"), spec.get("module"), list(spec.get("argv") or ())
     tracer_class = _class(spec["tracer"]) if spec.get("tracer") else None
     try:

@@ -140,3 +140,10 @@ def test_realworld_program_gets_exactly_its_expected_findings(tmp_path, entry):
     ends = {"signal": ("signal",), "timeout": ("timeout", "stall"), "os._exit": ("exit",)}.get(entry.get("ends", ""),
                                                                                              ("exit",))
     assert doc["ending"]["how"] in ends, doc["ending"]
+    # the probe catalogue stays true: each entry occurs in the clean program that backs it
+    from ctxlab.audit.probes import PROBES
+
+    for probe in (p for p in PROBES if p.program == entry["program"]):
+        assert any(p["library"] == probe.library and p["call"].startswith(probe.call) and p["status"] == probe.status
+                   for p in doc["probes"]), (probe, doc["probes"])
+    assert all(p["why"] for p in doc["probes"]), doc["probes"]  # each probe says what shows it was one
