@@ -92,6 +92,10 @@ OTHER_KINDS = {
         lambda d: set(d) == {"first", "second", "claims", "differ"} and isinstance(d["differ"], list),
     "the audit's score on examples/realworld beside compute-sanitizer (tests/gpu/test_realworld.py)":
         lambda d: {"environment", "programs", "hazards", "hazards_found", "clean", "clean_quiet"} <= d.keys(),
+    "the audit's score on a folder of reports (benchmarks/realworld_score.py)":
+        lambda d: {"programs", "audited", "exact", "hazards_exact", "clean_exact", "extras"} <= d.keys(),
+    "compute-sanitizer on examples/realworld, and beside the audit's score (benchmarks/realworld_sanitizer.py)":
+        lambda d: str(d.get("sanitizer", "")).startswith("compute-sanitizer") and "programs" in d,
 }
 
 
