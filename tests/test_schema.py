@@ -95,7 +95,8 @@ OTHER_KINDS = {
     "the audit's score on a folder of reports (benchmarks/realworld_score.py)":
         lambda d: {"programs", "audited", "exact", "hazards_exact", "clean_exact", "extras"} <= d.keys(),
     "compute-sanitizer on examples/realworld, and beside the audit's score (benchmarks/realworld_sanitizer.py)":
-        lambda d: str(d.get("sanitizer", "")).startswith("compute-sanitizer") and "programs" in d,
+        lambda d: str(d.get("sanitizer", "")).startswith("compute-sanitizer") and "programs" in d
+        and "hazards_found" not in d,
 }
 
 
