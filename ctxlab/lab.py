@@ -170,6 +170,12 @@ def exports(package: str, names: Mapping[str, str]) -> Callable[[str], Any]:
     def __getattr__(name: str) -> Any:
         if name in names:
             return getattr(importlib.import_module(f"{package}.{names[name]}"), name)
+        if not name.startswith("__"):  # a module of the package, as after ``import package.module``
+            try:
+                return importlib.import_module(f"{package}.{name}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"{package}.{name}":
+                    raise
         raise AttributeError(name)
     return __getattr__
 
