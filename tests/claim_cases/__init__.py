@@ -83,6 +83,18 @@ def on_thread(what: str, scenario: str, thread: str) -> Edit:
     return apply
 
 
+def without(what: str, scenario: str) -> Edit:
+    """Drop the matching observations (a step the recorder did not record)."""
+
+    def apply(observations: list[Observation]) -> list[Observation]:
+        out = [o for o in observations if not _matches(o, what, scenario, None)]
+        if len(out) == len(observations):
+            raise LookupError(f"the case drops {what!r} in {scenario!r}, which the fixture does not hold")
+        return out
+
+    return apply
+
+
 def change(what: str, scenario: str | None, fn: Callable[[dict], dict]) -> Edit:
     """Set fields computed from each matching observation's own value (``fn(value) -> fields``): for
     edits that copy one recorded handle over another, whatever the run recorded."""

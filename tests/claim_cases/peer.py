@@ -1,7 +1,7 @@
 """Cases for the peer lab's claims (see tests/claim_cases/__init__.py), starting from the run recorded on two
 H200s (labs/results/peer.json)."""
 
-from tests.claim_cases import Case, edit, on_thread
+from tests.claim_cases import Case, edit, on_thread, without
 
 SILENT = "silent-wrong-result (got -1, expected 15260499509249)"
 
@@ -16,15 +16,20 @@ CASES: dict[str, Case] = {
         edit("peer after handoff", "peer-handoff-created", enable_again="CUDA_SUCCESS"),
         edit("peer after handoff", "peer-handoff-primary", current_is_a=False),
         on_thread("peer after handoff", "peer-handoff-created", "T1"),  # used on the thread that enabled it
+        without("peer enabled", "peer-handoff-created"),  # no thread recorded as enabling it: nothing moved
     ]),
     "peer.copies-between-contexts": Case("peer.json", breaks=[
         edit("peer after handoff", "peer-handoff-created", memcpy_peer="CUDA_ERROR_INVALID_VALUE"),
         edit("peer after handoff", "peer-handoff-primary", dtod=SILENT),
+        # both copies failing the same way is no success
+        edit("peer after handoff", "peer-handoff-created", memcpy_peer="CUDA_ERROR_INVALID_VALUE",
+             dtod="CUDA_ERROR_INVALID_VALUE"),
     ]),
     "peer.set-device-per-thread": Case("peer.json", breaks=[
         edit("thread devices", "thread-devices", b_start=1),  # A's cudaSetDevice reached B
         edit("thread devices", "thread-devices", b_end=1),
         edit("thread devices", "thread-devices", a_end=0),  # B's call moved A back
         edit("thread devices", "thread-devices", a_after_set=0),
+        edit("thread devices", "thread-devices", b_start=1, b_end=1),  # a per-process device: B saw A's all along
     ]),
 }
