@@ -4,8 +4,8 @@ A text-scoring service runs its model on a worker thread that takes requests fro
 tokenizer was updated and now emits ids up to 32,003, but the embedding table still has 32,000 rows.
 On the GPU the lookup (F.embedding, an index_select) does not check its indices on the host: its kernel
 asserts, and the worker learns of it only when it copies the looked-up vectors to the host for scoring:
-"CUDA error: device-side assert triggered" (cudaErrorAssert, 710). The context is unusable from then on; the worker reports the
-later requests as failed without touching the GPU again.
+"CUDA error: device-side assert triggered" (cudaErrorAssert, 710). The context is unusable from then on;
+the worker reports the later requests as failed without touching the GPU again.
 
 Report: https://github.com/pytorch/pytorch/issues/29966 -- an nn.Embedding looked up on the GPU with an
 index outside its table gives "RuntimeError: CUDA error: device-side assert triggered" (the kernel's
