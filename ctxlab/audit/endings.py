@@ -93,7 +93,7 @@ def program_crashed(s: Stream) -> list[Hit]:
     if sticky:
         first = min(sticky.values(), key=lambda e: e.get("start", 0))
         after = f" It came after a sticky error ({first.get('status')} from {first['name']}), reported apart."
-    if signal == "SIGKILL" and current is None and exit_note is None:
+    if signal == "SIGKILL" and current is None and exit_note is None:  # (two Ctrl-C end as "interrupted")
         cause = " SIGKILL comes from outside the program (a CI or job time limit, the kernel's out-of-memory killer)."
     else:
         cause = ""
@@ -147,8 +147,12 @@ def program_hung(s: Stream) -> list[Hit]:
         return []
     how = run.ending.get("how")
     stuck = list(run.open_calls)
-    if how not in ("timeout", "stall"):  # it ended (os._exit, a signal) while threads were stuck in calls
+    if how not in ("timeout", "stall"):  # it ended (os._exit, SIGKILL) while threads were stuck in calls
         if how == "exit" and not any(x.get("call") == "os._exit" for x in run.exits):
+            return []
+        if how == "signal" and run.ending.get("signal") != "SIGKILL":
+            return []  # a crash: another thread's long call is not what ended it (the crash is reported)
+        if how not in ("exit", "signal"):
             return []
         stuck = [c for c in stuck if run.seconds_inside.get(c.tid, 0.0) >= STUCK_S]
         if not stuck:

@@ -38,11 +38,24 @@ def _stacks_on_signals(files: FlightFiles) -> list:
     return [fatal, dump]  # kept open for the life of the process
 
 
+def _die_with_parent() -> None:
+    """Linux: the child is killed when the audit or trace that started it dies (it runs in a session of its own,
+    so no terminal signal reaches it)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def run(folder: str) -> int:
     """Run the program of FOLDER's spec; its exit status."""
     files = FlightFiles(folder)
     with open(files.path(SPEC)) as handle:
         spec = json.load(handle)
+    _die_with_parent()
     keep = _stacks_on_signals(files)
     sink = FlightSink(files)
     sink.open_notes()  # the main thread's name and ident, for faulthandler's stacks even with no recording

@@ -22,9 +22,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ctxlab.tracing.child import DUMP_SIGNAL, SPEC
 from ctxlab.tracing.flight import HEADER, SLOT, Flight, FlightUnreadable, read_flight
@@ -33,7 +35,7 @@ from ctxlab.tracing.stacks_dump import StacksDump, read_dumps
 
 POLL_S = 0.05
 DUMP_WAIT_S = 3.0
-DEFAULT_TIMEOUT_S = 3600.0  # a normal program never meets it; --timeout 0 for none
+DEFAULT_TIMEOUT_S = 86400.0  # a day: a normal program never meets it (a hang meets --stall first); 0 for none
 DEFAULT_STALL_S = 600.0
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # A stand-in for the Tracer in the child ("module:Class"), for tests that replay a recorded stream; None: the Tracer.
@@ -44,7 +46,7 @@ TRACER: str | None = None
 class Ending:
     """How the traced program ended."""
 
-    how: str  # exit, signal, timeout, stall, not-started
+    how: str  # exit, signal, timeout, stall, interrupted (two Ctrl-C: the parent killed it)
     exit_status: int | None  # the program's exit status (exit), else None
     signal: str | None = None  # the signal's name (signal), or the one the parent sent (timeout, stall)
     seconds: float = 0.0  # how long it ran
@@ -82,7 +84,8 @@ class Supervised:
 
 
 def _peek(path: str) -> tuple[int, int, list[tuple[int, int, int]]] | None:
-    """(records written, heartbeat, [(tid, depth, outermost start)] of threads inside a call), cheaply."""
+    """(records made, kept or dropped for lack of room; heartbeat; [(tid, depth, outermost start)] of threads
+    inside a call), cheaply."""
     try:
         with open(path, "rb") as handle:
             head = handle.read(HEADER.size)
@@ -91,7 +94,7 @@ def _peek(path: str) -> tuple[int, int, list[tuple[int, int, int]]] | None:
             fields = HEADER.unpack(head)
             if fields[0] != 0x314C4654584C5443:
                 return None
-            off_slots, nrecords, heartbeat, nslots = fields[11], fields[12], fields[18], fields[19]
+            off_slots, nrecords, heartbeat, nslots = fields[11], fields[12] + fields[15], fields[18], fields[19]
             handle.seek(off_slots)
             raw = handle.read(SLOT.size * min(nslots, 1024))
     except OSError:
@@ -154,10 +157,49 @@ def _supervise(files: FlightFiles, timeout: float, stall: float, env: dict[str, 
                prepare: Callable[[], None] | None = None) -> Supervised:
     started = time.monotonic()
     child = subprocess.Popen(child_command(files.folder), env=child_env(env), start_new_session=True)
+    restore = _pass_on_termination(child)
+    try:
+        return _watch(child, files, started, timeout, stall, prepare)
+    finally:
+        restore()
+        if child.poll() is None:  # the parent leaves (an error, an interrupt outside the wait): so does the child
+            _signal_group(child, signal.SIGKILL)
+            child.wait()
+
+
+def _pass_on_termination(child: subprocess.Popen) -> Callable[[], None]:
+    """SIGTERM and SIGHUP to this process end the child's group first (it runs in a session of its own, where
+    they would not reach it), then this process as they would have. Returns what puts the handlers back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    saved: dict[int, Any] = {}
+
+    def end(number, _frame) -> None:
+        _signal_group(child, signal.SIGTERM)
+        try:
+            child.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            _signal_group(child, signal.SIGKILL)
+        signal.signal(number, saved.get(number) or signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        saved[number] = signal.signal(number, end)
+
+    def restore() -> None:
+        for number, handler in saved.items():
+            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+
+    return restore
+
+
+def _watch(child: subprocess.Popen, files: FlightFiles, started: float, timeout: float, stall: float,
+           prepare: Callable[[], None] | None) -> Supervised:
     if prepare is not None:
         prepare()
     how, sent, stopped_calls = "exit", None, []
-    last_records, last_change = -1, started
+    last_progress, last_change = None, started
+    first_seen: dict[tuple[int, int], float] = {}  # (thread, its call's start) -> when the parent first saw it
     interrupts = 0
     ended_at = 0.0
     while True:
@@ -173,11 +215,14 @@ def _supervise(files: FlightFiles, timeout: float, stall: float, env: dict[str, 
             continue
         now = time.monotonic()
         peek = _peek(files.path(RECORDS))
-        if peek is not None and peek[0] != last_records:
-            last_records, last_change = peek[0], now
+        if peek is not None and peek[:2] != last_progress:
+            last_progress, last_change = peek[:2], now
+        inside = {(tid, since) for tid, _depth, since in (peek[2] if peek else ())}
+        first_seen = {key: first_seen.get(key, now) for key in inside}
+        stuck = [key for key, seen in first_seen.items() if now - seen > stall] if stall else []
         if timeout and now - started > timeout:
             how = "timeout"
-        elif stall and peek is not None and peek[2] and now - last_change > stall:
+        elif stuck and now - last_change > stall:  # one call open that long, and nothing returned meanwhile
             how = "stall"
         else:
             continue
@@ -188,7 +233,9 @@ def _supervise(files: FlightFiles, timeout: float, stall: float, env: dict[str, 
     seconds = time.monotonic() - started
     result = _json(files.path(RESULT))
     code = child.returncode
-    if how == "exit" and code is not None and code < 0:
+    if how == "exit" and interrupts >= 2:
+        how, sent = "interrupted", "SIGKILL"
+    elif how == "exit" and code is not None and code < 0:
         how = "signal"
         try:
             sent = signal.Signals(-code).name
@@ -248,6 +295,8 @@ def _detail(how: str, timeout: float, stall: float, sent: str | None, program_en
         return f"ran past the time limit of {timeout:g} s; stopped with {sent}"
     if how == "stall":
         return f"a thread stayed inside one CUDA call for {stall:g} s while no CUDA call returned; stopped with {sent}"
+    if how == "interrupted":
+        return "was interrupted twice (Ctrl-C) and killed"
     if how == "signal":
         when = "during the interpreter's exit, after the program had ended" if program_ended else "while running"
         return f"died by {sent} {when}"

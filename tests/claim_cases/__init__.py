@@ -31,6 +31,8 @@ class Case:
     keep: Sequence[Edit] = ()
     holds_too: Sequence[Sequence[Edit]] = ()
     unmet: Sequence[Sequence[Edit]] = ()  # edits (of the fixture) after which its precondition fails: skipped
+    # edits (of the fixture) after which the run cannot decide it (the claim raises Inapplicable): skipped, with why
+    inapplicable: Sequence[Sequence[Edit]] = ()
 
 
 def _matches(o: Observation, what: str, scenario: str | None, where: Callable[[Any], bool] | None) -> bool:

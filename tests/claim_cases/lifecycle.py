@@ -29,6 +29,8 @@ CASES: dict[str, Case] = {
         edit("after", "init-device", where=call("cudaInitDevice"), current=1000141984, current_id=1),
         edit("after", "init-device", where=call("cudaInitDevice"), primary_active=False, primary=None),
         edit("after", "init-device", where=call("cudaSetDevice"), current=0, current_id=None),
+        # cudaSetDevice left a context current, but not the primary one
+        edit("after", "init-device", where=call("cudaSetDevice"), current=0x1234),
     ]),
     "lifecycle.runtime-uses-created-context": Case(F, breaks=[
         edit("runtime under a created context", "created-first", allocation_in_created=False),

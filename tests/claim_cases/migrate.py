@@ -49,6 +49,8 @@ CASES: dict[str, Case] = {
         edit("green sm ids", "green-sm", null_stream_distinct=132),
         edit("green sm ids", "green-sm", green_stream_distinct=17),
         edit("green sm ids", "green-sm", null_stream_distinct=0),
+    ], holds_too=[
+        [edit("green sm ids", "green-sm", null_stream_distinct=1)],  # every block on one SM: still in the group
     ]),
     "migrate.green-memory-shared-with-primary": Case(GREEN, breaks=[
         edit("green allocation", "green-memory", primary_reads_green=SILENT),

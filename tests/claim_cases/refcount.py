@@ -25,6 +25,8 @@ CASES: dict[str, Case] = {
     "refcount.runtime-holds-reference": Case(F, breaks=[
         edit("extra releases accepted", "runtime-1", extra=0),
         repeat_with("extra releases accepted", "runtime-1", extra=0),
+    ], holds_too=[
+        [edit("extra releases accepted", "runtime-1", extra=1)],  # one release beyond the lab's: one reference held
     ]),
     "refcount.primary-count": Case(F, breaks=[
         repeat_with("extra releases accepted", "runtime-1", after_last__active=True),
