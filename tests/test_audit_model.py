@@ -729,3 +729,41 @@ def test_a_call_that_ran_on_freed_memory_is_not_judged_after_memory_was_mapped_t
     assert [f.rule for f in judge(ev.events)] == ["freed-memory-used"]
     ev.driver("cuMemMap", 70, context=PRIMARY, line=7)  # a mapping the allocation map does not follow
     assert not judge(ev.events)
+
+
+def test_another_threads_allocation_under_way_during_a_free_is_not_the_freed_block():
+    """Thread B's cuMemAlloc starts before thread A frees P and returns P after it: B's block is live."""
+    ev = Events()
+    allocated(ev, start=50, line=5)
+    ev.driver("cuMemAlloc_v2", 95, end=130, tid=WORKER, context=PRIMARY, line=20, args={"ptr": PTR, "size": 4096})
+    ev.driver("cuMemFree_v2", 100, end=110, context=PRIMARY, line=6, args={"ptr": PTR})
+    ev.driver("cuMemsetD32_v2", 150, tid=WORKER, context=PRIMARY, line=21, args={"ptr": PTR})
+    assert not judge(ev.events)
+
+
+def test_a_state_the_driver_documents_is_not_a_failure():
+    ev = Events()
+    ev.runtime("cudaDeviceEnablePeerAccess", 60, context=PRIMARY, status="cudaErrorPeerAccessAlreadyEnabled", line=6)
+    ev.driver("cuCtxEnablePeerAccess", 80, context=PRIMARY, status="CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", line=7)
+    assert not judge(ev.events)
+    ev.driver("cuCtxEnablePeerAccess", 90, context=PRIMARY, status="CUDA_ERROR_INVALID_DEVICE", line=8)
+    assert [f.rule for f in judge(ev.events)] == ["failed-call"]
+
+
+def test_an_allocation_the_library_retried_successfully_was_handled():
+    def stream(retry_status: str):
+        ev = Events()
+        ev.driver("cuMemAlloc_v2", 60, context=PRIMARY, status="CUDA_ERROR_OUT_OF_MEMORY", line=6,
+                  args={"size": 1 << 30})
+        ev.driver("cuMemFree_v2", 70, context=PRIMARY, line=6, args={"ptr": PTR})
+        ev.driver("cuMemAlloc_v2", 80, context=PRIMARY, status=retry_status, line=6,
+                  args={"size": 1 << 30, "ptr": PTR})
+        return ev.events
+
+    from ctxlab.audit.engine import Stream
+    from ctxlab.audit.failures import probes
+
+    events = stream("CUDA_SUCCESS")
+    assert not [f for f in judge(events) if f.rule == "out-of-memory"]
+    assert [p["call"] for p in probes(Stream(events))] == ["cuMemAlloc_v2"]
+    assert [f.rule for f in judge(stream("CUDA_ERROR_OUT_OF_MEMORY"))] == ["out-of-memory"]

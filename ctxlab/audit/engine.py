@@ -164,10 +164,18 @@ class Stream:
             if e.get("domain") == "runtime":
                 self._runtime.setdefault(e.get("tid"), []).append(e)
         self._runtime_starts = {tid: [c.get("start", 0) for c in items] for tid, items in self._runtime.items()}
+        self._starts: dict[Any, list[int]] = {}
         self._stacked: dict[Any, tuple[list[int], list[dict]]] = {}
         for tid, items in self.by_tid.items():
             with_stack = [e for e in items if frames(e.get("stack"))]
             self._stacked[tid] = ([e.get("start", 0) for e in with_stack], with_stack)
+
+    def starts_of(self, tid: Any) -> list[int]:
+        """The start times of a thread's events, in order (to bisect ``by_tid[tid]``)."""
+        known = self._starts.get(tid)
+        if known is None:
+            known = self._starts[tid] = [e.get("start", 0) for e in self.by_tid.get(tid, ())]
+        return known
 
     def enclosing_runtime(self, event: dict) -> dict | None:
         """The runtime call on the same thread that made this driver call or resource event, if any."""

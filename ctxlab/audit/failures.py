@@ -128,8 +128,13 @@ def probes(s: Stream) -> list[dict]:
         if state is None or not is_probe(state):
             continue
         entry = probe_of(state)
-        why = (f"beneath {call_text(state.handled_by)}, which succeeded" if state.handled_by is not None
-               else entry.why if entry is not None else "")
+        handled = state.handled_by
+        if handled is not None and handled.get("start", 0) > e.get("start", 0):
+            why = f"made again successfully: {call_text(handled)}"  # a pool that freed its cache and retried
+        elif handled is not None:
+            why = f"beneath {call_text(handled)}, which succeeded"
+        else:
+            why = entry.why if entry is not None else ""
         key = (state.library, e.get("name"), e.get("status"))
         row = out.setdefault(key, {"library": state.library, "call": e.get("name"), "status": e.get("status"),
                                    "count": 0, "why": why})

@@ -108,7 +108,8 @@ def freed_memory_used(s: Stream) -> list[Hit]:
                 for offset in range(0, len(raw) - 7, 8):
                     value = int.from_bytes(raw[offset:offset + 8], "little")
                     block = m.block(value, at) if value >= 1 << 16 else None
-                    if block is not None and block.freed is not None and block.freed.get("start", 0) < at:
+                    if block is not None and block.freed is not None and block.freed.get("start", 0) < at \
+                            and not _mapped_since(s, block.freed, at):
                         found.append((f"parameter {index}", value, block))
         for role, address, block in found[:1]:
             key = (id(block), e.get("name"))

@@ -29,7 +29,8 @@ STICKY = frozenset({
     "cudaErrorMisalignedAddress", "cudaErrorInvalidAddressSpace", "cudaErrorInvalidPc", "cudaErrorLaunchFailure",
     "cudaErrorAssert", "cudaErrorECCUncorrectable"})
 # Answers that report a state, not a failure.
-ANSWERS = frozenset({"CUDA_ERROR_NOT_READY", "cudaErrorNotReady"})
+ANSWERS = frozenset({"CUDA_ERROR_NOT_READY", "cudaErrorNotReady", "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+                     "cudaErrorPeerAccessAlreadyEnabled"})  # the Driver API documents these as states
 # Runtime calls that return an error made earlier (the thread's last), not a failure of their own.
 ECHOES = ("cudaGetLastError", "cudaPeekAtLastError")
 LAUNCHES = ("cuLaunchKernel", "cuLaunchCooperativeKernel", "cudaLaunchKernel", "cudaLaunchCooperativeKernel",
@@ -186,6 +187,8 @@ class Model:
     sticky: dict[int, dict] = field(default_factory=dict)  # context -> its first sticky error
     launches: dict[int, list[dict]] = field(default_factory=dict)  # context -> launches that returned success
     synced: dict[int, list[int]] = field(default_factory=dict)  # context -> times of successful full syncs
+    _bases: list[int] = field(default_factory=list)  # the blocks' base addresses, sorted (block() bisects them)
+    _by_base: dict[int, list[Block]] = field(default_factory=dict)
     groups: dict[int, int] = field(default_factory=dict)  # id(failing call) -> id of the first call of its failure
     members: dict[int, list[dict]] = field(default_factory=dict)  # id(first call) -> every call of that failure
 
@@ -208,20 +211,32 @@ class Model:
         return out
 
     def handle(self, kind: str, value: int, at: int) -> Handle | None:
-        """The handle of this kind and value that existed (or had existed) at time ``at``."""
+        """The handle of this kind and value that existed (or had existed) at time ``at``: made by a call that
+        had returned by then (another thread's create may be under way)."""
         found = None
         for h in self.handles.get((kind, value), ()):
-            if h.made.get("start", 0) <= at:
+            if end_of(h.made) <= at:
                 found = h
         return found
 
     def block(self, address: int, at: int) -> Block | None:
-        """The allocation (live or freed before ``at``) that held ``address`` last before ``at``."""
+        """The allocation (live or freed before ``at``) that held ``address`` last before ``at``: made by a call
+        that had returned by then."""
         found = None
-        for b in self.blocks:
-            if b.base <= address < b.end and b.made.get("start", 0) <= at:
-                found = b
+        i = bisect.bisect_right(self._bases, address)
+        for base in self._bases[max(0, i - 16):i][::-1]:  # the nearest bases below the address
+            for b in self._by_base[base]:
+                if b.base <= address < b.end and end_of(b.made) <= at and (
+                        found is None or end_of(b.made) > end_of(found.made)):
+                    found = b
         return found
+
+    def add_block(self, block: Block) -> None:
+        """A new allocation."""
+        self.blocks.append(block)
+        if block.base not in self._by_base:
+            bisect.insort(self._bases, block.base)
+        self._by_base.setdefault(block.base, []).append(block)
 
     def live_bytes(self, at: int) -> dict[int, int]:
         """Bytes allocated and not freed at time ``at``, per context."""
@@ -256,8 +271,29 @@ def model(s: Stream) -> Model:
             continue
         _replay(m, s, e, runtime_device)
     _group(m, s)
+    _retried(m, s)
     s._model = m  # type: ignore[attr-defined]
     return m
+
+
+OUT_OF_MEMORY = ("CUDA_ERROR_OUT_OF_MEMORY", "cudaErrorMemoryAllocation")
+
+
+def _retried(m: Model, s: Stream) -> None:
+    """An allocation that ran out of memory and that the library made again, of the same size from the same
+    line, successfully (PyTorch's and CuPy's pools free their cache and retry): the library handled it."""
+    for e in s.calls:
+        state = m.states.get(id(e))
+        if state is None or state.handled_by is not None or not str(e.get("status")).startswith(OUT_OF_MEMORY):
+            continue
+        size, line = (e.get("args") or {}).get("size"), (e.get("stack") or [[None, None]])[0][:2]
+        for later in s.by_tid.get(e.get("tid"), ()):
+            if later.get("start", 0) <= e.get("start", 0) or later.get("name") != e.get("name"):
+                continue
+            if ok(later) and (later.get("args") or {}).get("size") == size and \
+                    (later.get("stack") or [[None, None]])[0][:2] == line:
+                state.handled_by = later
+                break
 
 
 def _group(m: Model, s: Stream) -> None:
@@ -327,9 +363,9 @@ def _replay(m: Model, s: Stream, e: dict, runtime_device: dict) -> None:
             if known is not None and known.gone is None:
                 known.gone = e
     if (name.startswith(("cuMemAlloc", "cudaMalloc")) and args.get("ptr") and not nested_duplicate(s, e)):
-        m.blocks.append(Block(args["ptr"], args["ptr"] + max(allocation_size(args), 1), ctx, e))
+        m.add_block(Block(args["ptr"], args["ptr"] + max(allocation_size(args), 1), ctx, e))
     elif name.startswith(("cuMemFree", "cudaFree")) and args.get("ptr"):
-        block = m.block(args["ptr"], at)
+        block = m.block(args["ptr"], end_of(e))
         if block is not None and block.freed is None and block.base == args["ptr"]:
             block.freed = e
     elif name.startswith(("cuStreamBeginCapture", "cudaStreamBeginCapture")) and "stream" in args:
@@ -348,8 +384,11 @@ def nested_duplicate(s: Stream, e: dict) -> bool:
     (its context is exact)."""
     if e.get("domain") != "runtime":
         return False
-    return any(c.get("name", "").startswith("cuMemAlloc") and ok(c) and c.get("tid") == e.get("tid")
-               and e.get("start", 0) <= c.get("start", 0) <= end_of(e) for c in s.by_tid.get(e.get("tid"), ()))
+    items = s.by_tid.get(e.get("tid"), [])
+    starts = s.starts_of(e.get("tid"))
+    i = bisect.bisect_left(starts, e.get("start", 0))
+    j = bisect.bisect_right(starts, end_of(e))
+    return any(c.get("name", "").startswith("cuMemAlloc") and ok(c) for c in items[i:j])
 
 
 def _state(m: Model, s: Stream, e: dict, runtime_device: dict) -> CallState:
