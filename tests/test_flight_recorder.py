@@ -202,3 +202,35 @@ def test_many_threads_recording_at_once_lose_nothing(flight):
     got = read_flight(files)
     assert len(got.events) == 800 and len({e["tid"] for e in got.events}) == 16
     assert json.dumps(got.counts)
+
+
+def test_the_recording_is_sized_to_the_room_left_where_it_lies(monkeypatch, tmp_path):
+    import shutil as shutil_module
+
+    from ctxlab.tracing import recorder
+
+    whole = recorder.capacities(str(tmp_path))
+    monkeypatch.setattr(shutil_module, "disk_usage", lambda folder: type("U", (), {"free": 64 << 20})())
+    small = recorder.capacities(str(tmp_path))
+    size = small[0] * recorder.RECORD_BYTES + small[1] * recorder.STACK_BYTES + small[2]
+    assert size <= 32 << 20 and all(s < w for s, w in zip(small, whole, strict=True))
+    assert recorder.RECORD_BYTES == native.__getattr__("RECORD_DTYPE").itemsize
+
+
+def test_a_slot_an_ended_thread_gave_back_is_taken_by_the_next_thread(flight):
+    lib, files, sink = flight
+
+    def one_call():
+        call(lib, 5)
+
+    for i in range(3):
+        t = threading.Thread(target=one_call, name=f"worker-{i}")
+        t.start()
+        t.join()
+        sink.thread_ended(t.native_id)
+    head = native.__getattr__("RECORD_DTYPE")  # the header's slot count: one slot served all three threads
+    from ctxlab.tracing.flight import HEADER
+
+    with open(files.path(RECORDS), "rb") as handle:
+        fields = HEADER.unpack(handle.read(HEADER.size))
+    assert fields[19] == 1 and head.itemsize == 104

@@ -22,6 +22,7 @@ import ctypes
 import hashlib
 import json
 import os
+import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -44,6 +45,25 @@ class FlightFiles:
     def path(self, name: str) -> str:
         """The path of one of the recording's files (RECORDS, NAMES, ...)."""
         return os.path.join(self.folder, name)
+
+
+RECORD_BYTES, STACK_BYTES, SLOTS_BYTES = 104, 400, 1 << 17
+
+
+def capacities(folder: str) -> tuple[int, int, int]:
+    """How many records and stacks, and how many bytes of names and arguments, the recording may hold: at most
+    CAP_*, and at most half the room left where it lies. The file is sparse and mapped: a page written where the
+    file system has no room left would kill the program (SIGBUS) inside the driver, so what does not fit is
+    counted as dropped instead."""
+    try:
+        free = shutil.disk_usage(folder).free // 2
+    except OSError:
+        free = 0
+    whole = CAP_RECORDS * RECORD_BYTES + CAP_STACKS * STACK_BYTES + CAP_BYTES
+    if free >= whole + SLOTS_BYTES:
+        return CAP_RECORDS, CAP_STACKS, CAP_BYTES
+    share = max(free - SLOTS_BYTES, 1 << 16) / whole  # every area shrinks alike
+    return (max(int(CAP_RECORDS * share), 64), max(int(CAP_STACKS * share), 16), max(int(CAP_BYTES * share), 1 << 12))
 
 
 def write_json(path: str, doc) -> None:
@@ -74,7 +94,8 @@ class FlightSink:
 
         self._lib = lib
         lib.ctxlab_set_names(*native.naming_api(), function_name_address())
-        error = lib.ctxlab_flight_open(self.files.path(RECORDS).encode(), CAP_RECORDS, CAP_STACKS, CAP_BYTES)
+        records, stacks, size = capacities(self.files.folder)
+        error = lib.ctxlab_flight_open(self.files.path(RECORDS).encode(), records, stacks, size)
         if error:
             raise OSError(error, f"cannot map the flight recorder's file: {os.strerror(error)}",
                           self.files.path(RECORDS))

@@ -270,6 +270,7 @@ static slot_t *fslots;
 static uint8_t *fbytes;
 static uint32_t flight_gen;
 static pthread_mutex_t code_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t named_functions[4096];  /* CUfunctions named in this recording (under seen_mu) */
 static struct { uint64_t address; uint32_t id; } *codes;
 static uint32_t ncodes;
 
@@ -312,6 +313,14 @@ int ctxlab_flight_open(const char *path, uint64_t cap_records, uint64_t cap_stac
     close(fd);
     if (base == MAP_FAILED) return e;
     if (!codes) codes = calloc(CODE_SLOTS, sizeof(*codes));
+    pthread_mutex_lock(&code_mu);  /* a new recording names its code objects and kernels anew (the old entries'
+                                      references are kept: their objects must not be freed under a walk) */
+    if (codes) memset(codes, 0, CODE_SLOTS * sizeof(*codes));
+    ncodes = 0;
+    pthread_mutex_unlock(&code_mu);
+    pthread_mutex_lock(&seen_mu);
+    memset(named_functions, 0, sizeof(named_functions));
+    pthread_mutex_unlock(&seen_mu);
     pthread_mutex_lock(&mu);
     fbase = base;
     flight_t *h = (flight_t *)base;
@@ -344,6 +353,15 @@ static slot_t *my_slot(uint32_t tid) {
     if (!flight) return NULL;
     if (ts.slot_gen != flight_gen) { ts.slot = 0; ts.slot_gen = flight_gen; }
     if (!ts.slot) {
+        uint32_t n = __atomic_load_n(&flight->nslots, __ATOMIC_ACQUIRE);
+        for (uint32_t i = 0; i < n && i < MAX_SLOTS; i++) {  /* a slot an ended thread gave back */
+            uint32_t none = 0;
+            if (__atomic_compare_exchange_n(&fslots[i].tid, &none, tid, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+                fslots[i].depth = 0;
+                ts.slot = i + 1;
+                return &fslots[i];
+            }
+        }
         uint32_t i = __atomic_fetch_add(&flight->nslots, 1, __ATOMIC_ACQ_REL);
         if (i >= MAX_SLOTS) { ts.slot = 0xffffffffu; return NULL; }
         fslots[i].tid = tid;
@@ -408,8 +426,12 @@ void ctxlab_flight_clock(uint64_t wall_ns) {
     pthread_mutex_unlock(&mu);
 }
 
-/* From Python: a thread that made calls has ended. */
+/* From Python: a thread that made calls has ended (its slot is given back for another thread). */
 void ctxlab_flight_thread_end(uint32_t tid) {
+    if (flight) {
+        for (uint32_t i = 0; i < flight->nslots && i < MAX_SLOTS; i++)
+            if (fslots[i].tid == tid && fslots[i].depth == 0) __atomic_store_n(&fslots[i].tid, 0, __ATOMIC_RELEASE);
+    }
     uint64_t when = now();
     uint32_t head[4] = {tid, 0, (uint32_t)when, (uint32_t)(when >> 32)};
     flight_item(ITEM_THREAD_END, head, sizeof(head), NULL, 0);
@@ -429,7 +451,6 @@ void ctxlab_set_names(void *getattr, void *as_utf8, void *err_clear, void *func_
     fn.func_name = (int (*)(const char **, void *))func_name;
 }
 
-static uint64_t named_functions[4096];
 
 static void name_function(uint64_t function) {
     /* the kernel's name, once per CUfunction (cuFuncGetName, CUDA 12.3+) */
@@ -455,12 +476,20 @@ static void name_function(uint64_t function) {
 /* ---------------------------------------------------------------- stacks */
 
 /* A stack's state and thread, in whichever store holds it (mu held). */
-static uint32_t st_state(uint32_t id) { return flight ? fstacks[id - 1].state : stacks[id - 1].state; }
-static void st_set(uint32_t id, uint32_t state) {
-    if (flight) __atomic_store_n(&fstacks[id - 1].state, state, __ATOMIC_RELEASE);
-    else stacks[id - 1].state = state;
+/* A stack id made in one store and looked up after the other took over (the recording closed while a thread
+   waited for its snapshot) names nothing there: the bounds checks keep that from reading past either store. */
+static uint32_t st_state(uint32_t id) {
+    if (flight) return id <= flight->nstacks ? fstacks[id - 1].state : S_ABANDONED;
+    return stacks && id <= nstacks ? stacks[id - 1].state : S_ABANDONED;
 }
-static uint32_t st_tid(uint32_t id) { return flight ? fstacks[id - 1].tid : stacks[id - 1].tid; }
+static void st_set(uint32_t id, uint32_t state) {
+    if (flight) { if (id <= flight->nstacks) __atomic_store_n(&fstacks[id - 1].state, state, __ATOMIC_RELEASE); }
+    else if (stacks && id <= nstacks) stacks[id - 1].state = state;
+}
+static uint32_t st_tid(uint32_t id) {
+    if (flight) return id <= flight->nstacks ? fstacks[id - 1].tid : 0;
+    return stacks && id <= nstacks ? stacks[id - 1].tid : 0;
+}
 static size_t st_count(void) { return flight ? (size_t)flight->nstacks : nstacks; }
 
 static uint32_t new_flight_stack_locked(uint32_t state, uint32_t tid) {
@@ -1100,7 +1129,7 @@ static void after_fork_in_child(void) {
     /* another thread of the parent may have held a mutex at the fork: new ones; no stack thread here */
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t fresh_cv = PTHREAD_COND_INITIALIZER;
-    mu = fresh; req_mu = fresh; seen_mu = fresh;
+    mu = fresh; req_mu = fresh; seen_mu = fresh; code_mu = fresh;
     req_cv = fresh_cv; done_cv = fresh_cv;
     helper_running = 0;
     ring_head = ring_tail = 0;
