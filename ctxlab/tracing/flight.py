@@ -218,8 +218,8 @@ def _read(data, names: dict, files: FlightFiles) -> Flight:
     count = min(head["nrecords"], head["cap_records"])
     dtype = native.__getattr__("RECORD_DTYPE")
     rows = numpy.frombuffer(data, dtype=dtype, count=count, offset=head["off_records"])
-    names = dtype.names
-    events = [event_of(dict(zip(names, row, strict=True)), sources) for row in rows.tolist()]  # plain ints: faster
+    fields = dtype.names
+    events = [event_of(dict(zip(fields, row, strict=True)), sources) for row in rows.tolist()]  # plain ints: faster
     del rows
     threads = dict(items.threads)
     for e in events:
