@@ -113,3 +113,40 @@ def test_two_requests_in_one_file_are_two_dumps_and_junk_is_ignored():
     dumps = parse_dump(request + "garbage line\n" + request)
     assert len(dumps) == 2 and all(d.reason == "" for d in dumps) and all(len(d.threads) == 2 for d in dumps)
     assert parse_dump("") == [] and parse_dump("nothing here\n  File \"x\", line 1 in y\n") == []
+
+
+def _in_a_call_program(before: float, inside: float) -> str:
+    """A program that records into the audit's recording itself (the C callback, driven as CUPTI would), works
+    ``before`` seconds without any call, then stays ``inside`` seconds inside one call."""
+    return textwrap.dedent(f"""
+        import ctypes, os, sys, time
+        sys.path.insert(0, os.environ["CTXLAB_TEST_ROOT"])
+        from tests.test_flight_recorder import Call, open_flight
+        lib, files, sink = open_flight(os.environ["CTXLAB_TEST_FLIGHT"])
+        end = time.monotonic() + {before}
+        while time.monotonic() < end:
+            pass
+        c = Call(1)
+        lib.ctxlab_callback(None, 1, 7, ctypes.byref(c.enter))
+        time.sleep({inside})
+        lib.ctxlab_callback(None, 1, 7, ctypes.byref(c.exit))
+    """)
+
+
+def _flight_env(folder) -> dict:
+    import os
+
+    return {"CTXLAB_TEST_ROOT": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            "CTXLAB_TEST_FLIGHT": str(folder)}
+
+
+def test_a_thread_inside_one_call_with_nothing_returning_is_a_stall(tmp_path):
+    done = run(_in_a_call_program(0, 30), stall=1.5, keep=str(tmp_path), env=_flight_env(tmp_path))
+    assert done.ending.how == "stall" and done.ending.seconds < 15
+    assert done.flight is not None and [c.call for c in done.flight.open_calls] == ["cuStreamSynchronize"]
+    assert done.dumps, "every thread's stack is taken before the child is killed"
+
+
+def test_a_short_call_after_a_long_stretch_without_calls_is_no_stall(tmp_path):
+    done = run(_in_a_call_program(3, 0.6), stall=1.5, keep=str(tmp_path), env=_flight_env(tmp_path))
+    assert done.ending.how == "exit" and done.ending.exit_status == 0
