@@ -61,9 +61,35 @@ def test_another_error_name_outside_undefined_behaviour_is_still_drift():
 
 
 def test_which_error_is_blanked_and_errors_merged_but_other_outcomes_kept():
-    one = "then its old array -> CUDA_ERROR_ILLEGAL_ADDRESS in 2 of 3, JaxRuntimeError: INTERNAL: a; b: c in 1 of 3"
-    other = "then its old array -> CudaAPIError: [<CUresult.CUDA_ERROR_INVALID_VALUE: 1>] x (all 3)"
-    assert normalize_undefined(one) == normalize_undefined(other) == "then its old array -> an error (all 3)"
+    one = "then its old array -> CUDA_ERROR_ILLEGAL_ADDRESS in 2 of 3, CUDA_ERROR_INVALID_VALUE in 1 of 3"
+    other = "then its old array -> cudaErrorIllegalAddress (all 3)"
+    assert normalize_undefined(one) == normalize_undefined(other) == "then its old array -> a CUDA error (all 3)"
+    lib = "then its old array -> CudaAPIError: [<CUresult.CUDA_ERROR_INVALID_VALUE: 1>] x (all 3)"
+    lib2 = ("then its old array -> CudaAPIError: [<CUresult.CUDA_ERROR_ILLEGAL_ADDRESS: 700>] y in 2 of 3, "
+            "CudaAPIError: [<CUresult.CUDA_ERROR_INVALID_VALUE: 1>] x in 1 of 3")
+    merged = "then its old array -> CudaAPIError (a CUDA error) (all 3)"
+    assert normalize_undefined(lib) == normalize_undefined(lib2) == merged
     mixed = "then its old array -> CUDA_ERROR_ILLEGAL_ADDRESS in 2 of 3, correct in 1 of 3"
     assert normalize_undefined(mixed) != normalize_undefined(other)
-    assert "silent-wrong-result" in normalize_undefined("read -> silent-wrong-result (got 5, expected 6) (all 3)")
+    assert "silent-wrong-result" in normalize_undefined("old array -> silent-wrong-result (got 5, expected 6) (all 3)")
+
+
+def test_the_documented_status_of_the_call_under_test_is_compared_exactly():
+    """The teardown call's own status is documented, not undefined: INVALID_CONTEXT -> NOT_PERMITTED is drift."""
+    base = load_runs(BASELINE)
+    claim = "interop.blast.release.numba"
+    changed = edited(base, claim, lambda text: text.replace("then CUDA_ERROR_INVALID_CONTEXT",
+                                                            "then CUDA_ERROR_NOT_PERMITTED"))
+    assert [d["item"] for d in drift(changed, base)] == [claim]
+
+
+def test_a_python_exception_where_a_cuda_error_was_met_is_drift():
+    """A lab bug raising TypeError where the undefined behaviour was meant to show is not the driver's answer."""
+    base = load_runs(BASELINE)
+    claim = "interop.blast.release.cupy"
+    changed = edited(base, claim, lambda text: text.replace(
+        "then its old array -> cudaErrorInvalidValue (all 3)",
+        "then its old array -> TypeError: unsupported operand type(s) (all 3)"))
+    assert [d["item"] for d in drift(changed, base)] == [claim]
+    bug = "old array -> TypeError: unsupported operand type(s) (all 3)"
+    assert normalize_undefined(bug) == bug

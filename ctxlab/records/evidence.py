@@ -23,6 +23,7 @@ of an outcome's class must still read differently. ``normalize`` therefore blank
 
 from __future__ import annotations
 
+import builtins
 import re
 
 from ctxlab.records.schema import SILENT_WRONG
@@ -75,22 +76,45 @@ def normalize(evidence: str) -> str:
 
 # An error's text in a distribution item: from its name (CUDA_ERROR_X, cudaErrorX, SomethingError) up to the
 # item's count (" in 2 of 3", " (all 3)"), the nearest one: a library's message may hold ";" and ":".
-_ERROR_ITEM = re.compile(r"(?:\b[A-Z]\w*(?:Error|Exception)\b|\bCUDA_ERROR_\w+|\bcudaError\w+)"
+_ERROR_ITEM = re.compile(r"(?:\b(?P<type>[A-Z]\w*(?:Error|Exception))\b|\bCUDA_ERROR_\w+|\bcudaError\w+)"
                          r".*?(?= in \d+ of \d+| \(all \d+\))", re.DOTALL)
-_ERRORS_RUN = re.compile(r"an error in (\d+) of (\d+)((?:, an error in \d+ of \d+)+)")
+# The reads after a teardown: undefined behaviour, whose CUDA error varies between runs of the same code.
+_READS = re.compile(r"((?:old|new) array -> )(.*?)(?=; a new array -> |; wrong values|$)", re.DOTALL)
 
 
-def _errors_merged(match: re.Match) -> str:
-    counts = [int(n) for n in re.findall(r"an error in (\d+) of \d+", match.group(0))]
-    total = int(match.group(2))
-    return f"an error (all {total})" if sum(counts) == total else f"an error in {sum(counts)} of {total}"
+def _error_kind(match: re.Match) -> str:
+    """An error a read met, as drift compares it: a library's exception by its type, a CUDA status as one; an
+    exception of Python's own (TypeError: a lab's bug, not the driver's answer) exactly as written."""
+    kind = match.group("type")
+    builtin = getattr(builtins, kind, None) if kind else None
+    if isinstance(builtin, type) and issubclass(builtin, BaseException):
+        return match.group(0)
+    return f"{kind} (a CUDA error)" if kind else "a CUDA error"  # no colon: it stays one item of a spread
+
+
+def _reads(match: re.Match) -> str:
+    """The reads of one array after a teardown, each error by its kind, items of one kind merged."""
+    text = _ERROR_ITEM.sub(_error_kind, match.group(2))
+    items = [_PARTS.match(item.strip()) for item in text.split(", ")]
+    if len(items) > 1 and all(items) and len({m["of"] for m in items if m}) == 1:
+        counts: dict[str, int] = {}
+        for m in items:
+            assert m is not None
+            counts[m["what"]] = counts.get(m["what"], 0) + int(m["n"])
+        total = int(items[0]["of"]) if items[0] else 0
+        if len(counts) == 1 and sum(counts.values()) == total:
+            text = f"{next(iter(counts))} (all {total})"
+        else:
+            text = ", ".join(f"{what} in {n} of {total}" for what, n in counts.items())
+    return match.group(1) + text
 
 
 def normalize_undefined(evidence: str) -> str:
     """Evidence of a claim whose undefined behaviour meets an error that varies between runs
-    (``Claim.error_varies``: use after a teardown) as drift compares it: ``normalize``, and then which error
-    each repeat met reads "an error" (the H200 gave CUDA_ERROR_ILLEGAL_ADDRESS in one run of the same code and
-    CUDA_ERROR_INVALID_VALUE in the next, labs/results/matrix/). Whether it met an error, a silent wrong
-    result, a correct value or a crash is compared."""
-    text = _ERROR_ITEM.sub("an error", normalize(evidence))
-    return _ERRORS_RUN.sub(_errors_merged, text)
+    (``Claim.error_varies``: use after a teardown) as drift compares it: ``normalize``, and then, in the reads
+    after the teardown only ("old array -> ...", "new array -> ..."), which CUDA error each repeat met reads
+    "a CUDA error" (after the library's exception type, which stays): the H200 gave CUDA_ERROR_ILLEGAL_ADDRESS
+    in one run of the same code and CUDA_ERROR_INVALID_VALUE in the next, labs/results/matrix/. Whether a read
+    met an error, a silent wrong result, a correct value or a crash is compared; so are the documented status of
+    the call under test (outside the reads) and any exception of Python's own (a lab's bug), exactly."""
+    return normalize(_READS.sub(_reads, evidence))  # then errors that became one kind merge in their spread
