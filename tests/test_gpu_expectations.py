@@ -280,3 +280,21 @@ def test_the_matrix_summary_of_recorded_folders(tmp_path):
     assert matrix.driver_problem(eager_, doctor["driver"]) == "the driver's loading mode is CU_MODULE_LAZY_LOADING"
     assert matrix.driver_problem(lazy, doctor["driver"]) is None
     assert matrix.driver_problem(visible, doctor["driver"]) is None
+
+
+@pytest.mark.parametrize("reason, bites", [("cuInit: CUDA_ERROR_UNKNOWN", True),
+                                           ("the lab's child could not start", True),
+                                           ("needs 2 GPUs, this machine has 1", False),
+                                           ("cupy is not installed here", False)])
+def test_a_lab_skipped_whole_passes_only_for_missing_hardware_or_library(reason, bites):
+    from ctxlab.claim import Observation
+
+    run = elsewhere(by_lab("refcount"))
+    skipped = [Observation(step="skip", what="skipped", value=reason, thread="MainThread", context_id=None,
+                           scenario=s.name) for s in selected_scenarios(run)]
+    whole = dataclasses.replace(run, observations=skipped)
+    problems = [p for p in invariant_problems(whole) if p.startswith("every scenario of refcount was skipped")]
+    assert bool(problems) is bites, problems
+    half = dataclasses.replace(run, observations=skipped[1:] + [o for o in run.observations
+                                                                if o.scenario == skipped[0].scenario])
+    assert not [p for p in invariant_problems(half) if p.startswith("every scenario")]

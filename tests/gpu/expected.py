@@ -109,6 +109,7 @@ def invariant_problems(run) -> list[str]:
         if scenario.undefined and seen[scenario.name] != set(range(repeats)):
             missing = sorted(set(range(repeats)) - seen[scenario.name], key=str)
             problems.append(f"scenario {scenario.name}: repeats {missing} of {repeats} recorded nothing")
+    problems += _all_skipped(run)
     got = {c.id: c for c in run.claims}
     problems += [f"{cid}: missing from the run (the lab's catalogue has it)"
                  for cid in (c.id for c in ctxlab.claims(run.lab)) if cid not in got]
@@ -118,6 +119,27 @@ def invariant_problems(run) -> list[str]:
         elif claim.verdict not in ALLOWED.get(claim.kind, set()):
             problems.append(f"{claim.id}: {claim.verdict} ({claim.kind}): {claim.evidence}")
     return problems
+
+
+# Why a whole lab may be skipped on some runner: missing hardware, or a library that is not there.
+WHOLE_LAB_SKIP = re.compile(r"needs \d+ GPUs|cannot access each other|not installed|is not available|"
+                            r"No module named|no such (?:library|module)", re.IGNORECASE)
+
+
+def _all_skipped(run) -> list[str]:
+    """A lab whose every selected scenario was skipped: only for missing hardware or a missing library, named."""
+    selected = [s.name for s in selected_scenarios(run)]
+    if not selected:
+        return []
+    reasons: dict[str, list[str]] = {}
+    for o in run.observations:
+        if o.scenario in selected:
+            reasons.setdefault(o.scenario, []).append(str(o.value) if o.what == "skipped" else "")
+    if set(reasons) != set(selected) or any("" in why for why in reasons.values()):
+        return []  # some scenario recorded something else: the lab ran
+    bad = sorted({r for why in reasons.values() for r in why if not WHOLE_LAB_SKIP.search(r)})
+    return [f"every scenario of {run.lab} was skipped, not for missing hardware or a missing library: {r}"
+            for r in bad]
 
 
 def assert_invariants(run) -> None:
