@@ -9,6 +9,7 @@ from typing import Any
 from ctxlab.claim import (
     Claim,
     Facts,
+    Inapplicable,
     Observations,
     one,
     repeats,
@@ -81,6 +82,9 @@ def _witnessed(obs: Observations, scenario: str) -> dict:
     """Where each witness saw the module (or library) arrive in a context: the steps, in order."""
     steps = [o.value for o in some(obs, "load witness", scenario)]
     cupti = steps[0]["cupti"]
+    if cupti is not True:  # one of the two witnesses missing: not a verdict on the driver, a missing instrument
+        raise Inapplicable(f"{scenario}: CUPTI was not there to witness MODULE_LOADED ({cupti}); device memory "
+                           "alone does not show every context a module or library is loaded into")
     # The array's size as the scenario recorded it; recordings made before it did lack it (their array: BIG_MIB).
     seen_mib = steps[0].get("global_mib", BIG_MIB) * SEEN_SHARE
     return {"event": [v["step"] for v in steps if v["module_loaded_events"]],
