@@ -204,8 +204,20 @@ def _write_stdout(text: Text) -> None:
             except UnicodeEncodeError:  # what this terminal cannot show (a lone surrogate too) as ?
                 sys.stdout.write(chunk.encode(encoding, "replace").decode(encoding, "replace"))
         sys.stdout.flush()
+    except BrokenPipeError:  # the reader is gone (| head): stop quietly, as every Unix tool does
+        _quiet_stdout()
     except OSError as exc:
         raise OutputError(STDOUT, _reason(exc)) from None
+
+
+def _quiet_stdout() -> None:
+    """Standard output onto /dev/null: what is left unwritten (and Python's flush at exit) goes nowhere."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):
+        pass
 
 
 def check_outputs(paths: list[str]) -> None:

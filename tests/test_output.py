@@ -147,3 +147,18 @@ def test_dev_stdout_behind_a_regular_file_is_written_in_place(tmp_path):
     assert out.stat().st_ino == inode
     text = out.read_text()
     assert text.startswith("earlier output\n") and '"schema": "ctxlab/1"' in text
+
+
+def test_a_reader_that_goes_away_stops_the_report_quietly(tmp_path):
+    """``ctxlab show ... | head -c 20``: no 'Broken pipe' error, no traceback, the command's own status."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    command = (f"{sys.executable} -m ctxlab show labs/results/check.json --format json | head -c 20 > /dev/null; "
+               "echo ${PIPESTATUS[0]}")
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=root, env=env, timeout=120)
+    assert done.stdout.strip() in ("0", "1"), (done.stdout, done.stderr)
+    assert "Broken pipe" not in done.stderr and "Traceback" not in done.stderr, done.stderr
