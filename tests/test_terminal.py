@@ -39,7 +39,7 @@ def test_width_comes_from_columns_then_the_terminal_then_80():
 def test_colour_only_on_a_terminal_and_never_with_no_color():
     assert screen_for(FakeTty(True), {}).colour
     assert not screen_for(FakeTty(True), {"NO_COLOR": "1"}).colour
-    assert not screen_for(FakeTty(True), {"NO_COLOR": ""}).colour  # set at all is enough
+    assert screen_for(FakeTty(True), {"NO_COLOR": ""}).colour  # no-color.org: only a non-empty value turns it off
     assert not screen_for(FakeTty(True), {"TERM": "dumb"}).colour
     assert not screen_for(FakeTty(False), {}).colour
     assert not screen_for(None, {}).colour

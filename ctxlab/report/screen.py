@@ -1,8 +1,8 @@
 """Text that fits the terminal it is shown on: its width, word wrapping, columns, and colour for verdicts.
 
 - Width: ``COLUMNS`` when it is a number, else the terminal's own size when the output is one, else 80.
-- Colour: only on a terminal, never with ``NO_COLOR`` set (https://no-color.org) or ``TERM=dumb``; a pipe,
-  a file or ``-o`` gets plain text.
+- Colour: only on a terminal, never with ``NO_COLOR`` set to a non-empty value (https://no-color.org) or
+  ``TERM=dumb``; a pipe, a file or ``-o`` gets plain text.
 - Wrapping is at word boundaries; a word longer than its column is folded. Widths are counted in
   terminal cells (a wide East Asian character is two, a combining mark none), so every line fits.
 
@@ -62,7 +62,7 @@ def screen_for(stream: IO[Any] | None, env: Mapping[str, str] | None = None) -> 
     except (AttributeError, OSError, ValueError):
         pass
     width = _env_width(env) or size or DEFAULT_WIDTH
-    colour = tty and "NO_COLOR" not in env and env.get("TERM") != "dumb"
+    colour = tty and not env.get("NO_COLOR") and env.get("TERM") != "dumb"  # no-color.org: a non-empty value
     return Screen(max(MIN_WIDTH, min(MAX_WIDTH, width)), colour)
 
 
