@@ -8,7 +8,7 @@ faulthandler's Python stacks of every thread, and the program's own exits (``os.
 
 from __future__ import annotations
 
-from ctxlab.audit.engine import Hit, RunInfo, Stream
+from ctxlab.audit.engine import Hit, RunInfo, Stream, place_of
 from ctxlab.audit.failures import kernel_of
 from ctxlab.audit.state import model
 
@@ -117,26 +117,22 @@ def _open_state(s: Stream, call) -> str:
     gone = m.facts.destroyed.get(call.context) if call.context else None
     if gone is not None and gone.get("start", 0) < call.since:
         parts.append(f"its context {call.context:#x} had been destroyed by {gone.get('name')} on thread "
-                     f"{gone.get('thread', '?')}{_at(gone)}")
+                     f"{gone.get('thread', '?')}{place_of(gone)}")
     if call.inner_arg:
         for kind in ("stream", "event", "module"):
             known = m.handle(kind, call.inner_arg, call.since)
             if known is None:
                 continue
             if known.gone is not None and known.gone.get("start", 0) < call.since:
-                parts.append(f"its {kind} {call.inner_arg:#x} (made by {known.made['name']}{_at(known.made)}) had "
+                parts.append(f"its {kind} {call.inner_arg:#x} (made by {known.made['name']}{place_of(known.made)}) had "
                              f"been destroyed by {known.gone['name']} on thread {known.gone.get('thread', '?')}"
-                             f"{_at(known.gone)}: a destroyed handle was used")
+                             f"{place_of(known.gone)}: a destroyed handle was used")
             elif known.context and call.context and known.context != call.context:
                 parts.append(f"its {kind} {call.inner_arg:#x} belongs to context {known.context:#x}, not the current "
                              f"{call.context:#x}")
             break
     return f" ({'; '.join(parts)})" if parts else ""
 
-
-def _at(e: dict) -> str:
-    frame = (e.get("stack") or [[None, None]])[0]
-    return f" at {frame[0]}:{frame[1]}" if frame[0] else ""
 
 
 def program_hung(s: Stream) -> list[Hit]:

@@ -43,6 +43,17 @@ def failed(event: dict) -> bool:
     return event.get("domain") not in NOT_CALLS and status not in OK_STATUSES and status not in BENIGN_STATUSES
 
 
+def thread_of(event: dict) -> str:
+    """The thread a finding's message names for an event."""
+    return str(event.get("thread", "?"))
+
+
+def place_of(event: dict) -> str:
+    """" at file:line" of an event's innermost user frame, or "" where it has no stack."""
+    frame = (event.get("stack") or [[None, None]])[0]
+    return f" at {frame[0]}:{frame[1]}" if frame[0] else ""
+
+
 def end_of(event: dict) -> int:
     """When an event ended (its start for an instant)."""
     return event.get("end", event.get("start", 0))

@@ -6,16 +6,12 @@ Messages are built from the values observed (calls, statuses, threads, handles).
 
 from __future__ import annotations
 
-from ctxlab.audit.engine import Hit, Stream, call_text
+from ctxlab.audit.engine import Hit, Stream, call_text, place_of, thread_of
 from ctxlab.audit.probes import is_probe
 from ctxlab.audit.state import STICKY, model
 
 ORIGIN_SHOWN = 4
 FOLDED_SHOWN = 6
-
-
-def _thread(e: dict) -> str:
-    return str(e.get("thread", "?"))
 
 
 def kernel_of(s: Stream, launch: dict) -> str:
@@ -36,14 +32,6 @@ def kernel_of(s: Stream, launch: dict) -> str:
     return text
 
 
-def _place(e: dict) -> str:
-    stack = e.get("stack") or []
-    if stack:
-        frame = stack[0]
-        return f" at {frame[0]}:{frame[1]}"
-    return ""
-
-
 def sticky_error(s: Stream) -> list[Hit]:
     """The first sticky (700-class) error of each context: the launches that can have caused it, and every
     later failing call into that context, or with a sticky status, folded into the one finding."""
@@ -61,14 +49,15 @@ def sticky_error(s: Stream) -> list[Hit]:
         libraries = sorted({m.states[id(e)].library or "the program" for e in later})
         shown = []
         for e in later:
-            label = f"{e['name']} ({e.get('status')}) on thread {_thread(e)}{_place(e)}"
+            label = f"{e['name']} ({e.get('status')}) on thread {thread_of(e)}{place_of(e)}"
             if label not in shown:
                 shown.append(label)
         if exact is not None:
             cause = (f"Re-run with launches serialised (CUDA_LAUNCH_BLOCKING=1), the fault is {exact['kernel']}, "
                      f"launched on thread {exact['thread']}{exact['place']}")
         elif origins:
-            named = "; ".join(f"{kernel_of(s, o)} on thread {_thread(o)}{_place(o)}" for o in origins[:ORIGIN_SHOWN])
+            named = "; ".join(f"{kernel_of(s, o)} on thread {thread_of(o)}{place_of(o)}"
+                              for o in origins[:ORIGIN_SHOWN])
             more = f" and {len(origins) - ORIGIN_SHOWN} more" if len(origins) > ORIGIN_SHOWN else ""
             cause = (f"Launched into it since its last synchronisation that succeeded, newest first: {named}{more}. "
                      f"The fault is in one of these (the newest is reported here); `ctxlab audit --pin` re-runs the "
@@ -79,7 +68,7 @@ def sticky_error(s: Stream) -> list[Hit]:
         if later:
             folded = (f" After it, {len(later)} failing call(s) of {', '.join(libraries)} returned errors of this "
                       f"context: {'; '.join(shown[:FOLDED_SHOWN])}{' ...' if len(shown) > FOLDED_SHOWN else ''}")
-        message = (f"{first['name']} on thread {_thread(first)} returned {first.get('status')}: a kernel faulted in "
+        message = (f"{first['name']} on thread {thread_of(first)} returned {first.get('status')}: a kernel faulted in "
                    f"context {ctx:#x} and the error is sticky (every later call into the context fails, whichever "
                    f"library makes it). {cause}.{folded}")
         if exact is not None and exact.get("event") is not None:
@@ -112,7 +101,7 @@ def failed_call(s: Stream) -> list[Hit]:
         beneath = [x for c in calls for x in m.failure_of(c) if x is not c]
         inner = next((x for x in beneath if x.get("domain") == "driver"), None)
         how = f" ({inner['name']} beneath it returned {inner.get('status')})" if inner is not None else ""
-        hits.append(Hit(e, f"{name} on thread {_thread(e)} returned {status}{times}{how}, {who}: "
+        hits.append(Hit(e, f"{name} on thread {thread_of(e)} returned {status}{times}{how}, {who}: "
                            f"{state.describe()}", calls=tuple(calls), explains=tuple(beneath)))
     return hits
 

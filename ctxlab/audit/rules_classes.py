@@ -5,29 +5,19 @@ elsewhere, and a launch refused for its configuration. Each finding names the st
 
 from __future__ import annotations
 
-from ctxlab.audit.engine import Hit, Stream
+from ctxlab.audit.engine import Hit, Stream, place_of, thread_of
 from ctxlab.audit.hooks import arguments
-from ctxlab.audit.state import CAPTURE_MODES, model, ok
+from ctxlab.audit.state import CAPTURE_MODES, OUT_OF_MEMORY, model, ok
 from ctxlab.tracing.fields import launch_shape
 
 CAPTURE_STATUSES = ("CUDA_ERROR_STREAM_CAPTURE", "cudaErrorStreamCapture", "CUDA_ERROR_CAPTURED_EVENT",
                     "cudaErrorCapturedEvent")
-OUT_OF_MEMORY = ("CUDA_ERROR_OUT_OF_MEMORY", "cudaErrorMemoryAllocation")
 CONFIG_STATUSES = ("CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "cudaErrorInvalidConfiguration",
                    "cudaErrorInvalidValue", "cudaErrorLaunchOutOfResources")
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_Z = 64
 STATIC_SHARED_LIMIT = 48 * 1024  # more dynamic shared memory needs cuFuncSetAttribute first
 FREE_CALLS = ("cuMemFree", "cudaFree")
-
-
-def _thread(e: dict) -> str:
-    return str(e.get("thread", "?"))
-
-
-def _at(e: dict) -> str:
-    frame = (e.get("stack") or [[None, None]])[0]
-    return f" at {frame[0]}:{frame[1]}" if frame[0] else ""
 
 
 def capture_violation(s: Stream) -> list[Hit]:
@@ -58,8 +48,8 @@ def capture_violation(s: Stream) -> list[Hit]:
         capture, e = captures[key], calls[0]
         mode = CAPTURE_MODES.get(capture.mode, "unknown") if capture.mode is not None else "unknown"
         other = e.get("tid") != capture.begin.get("tid")
-        where = (f"from thread {_thread(e)}, another thread than the capturing one" if other else f"on thread "
-                 f"{_thread(e)}, the capturing thread")
+        where = (f"from thread {thread_of(e)}, another thread than the capturing one" if other else f"on thread "
+                 f"{thread_of(e)}, the capturing thread")
         rule = ("in global mode no thread may make an unsafe call (synchronous copies, allocations, "
                 "synchronisations) while any capture is in progress" if mode == "global" and other else
                 "a call that would synchronise or touch the legacy stream cannot be captured")
@@ -69,7 +59,7 @@ def capture_violation(s: Stream) -> list[Hit]:
         more = f" ({len(calls) - 1} more call(s) of this thread failed during the capture)" if len(calls) > 1 else ""
         hits.append(Hit(e, f"{e['name']} {where} returned {e.get('status')} while stream {capture.stream:#x} was "
                            f"capturing a graph ({mode} mode, begun with {capture.begin['name']} on thread "
-                           f"{_thread(capture.begin)}{_at(capture.begin)}): {rule}{more}. The capture is "
+                           f"{thread_of(capture.begin)}{place_of(capture.begin)}): {rule}{more}. The capture is "
                            f"invalidated{ended}. Make such calls before the capture begins or after it ends, or "
                            f"capture in thread-local or relaxed mode when other threads must go on",
                         calls=(e, *((end,) if end is not None and not ok(end) else ())),
@@ -120,11 +110,11 @@ def freed_memory_used(s: Stream) -> list[Hit]:
             what = "freed again" if again else f"used ({role} {address:#x})"
             outcome = f"returned {e.get('status')}" if not ok(e) else "ran"
             assert block.freed is not None
-            hits.append(Hit(e, f"{e['name']} on thread {_thread(e)} {outcome}: the {block.size}-byte allocation at "
-                               f"{block.base:#x} ({block.made['name']} on thread {_thread(block.made)}"
-                               f"{_at(block.made)}) was {what} after {block.freed['name']} on thread "
-                               f"{_thread(block.freed)}{_at(block.freed)} had freed it. Freed memory may already "
-                               f"hold another allocation: free each block once, after its last use",
+            hits.append(Hit(e, f"{e['name']} on thread {thread_of(e)} {outcome}: the {block.size}-byte allocation at "
+                               f"{block.base:#x} ({block.made['name']} on thread {thread_of(block.made)}"
+                               f"{place_of(block.made)}) was {what} after {block.freed['name']} on thread "
+                               f"{thread_of(block.freed)}{place_of(block.freed)} had freed it. Freed memory may "
+                               f"already hold another allocation: free each block once, after its last use",
                             calls=(block.freed, e), related=(("freed at", block.freed), ("allocated at", block.made))))
     return hits
 
@@ -155,11 +145,11 @@ def handle_destroyed(s: Stream) -> list[Hit]:
                 continue
             seen.add((id(known), e.get("tid")))
             gone = known.gone
-            hits.append(Hit(e, f"{e['name']} on thread {_thread(e)} returned {e.get('status')}: its {role} "
+            hits.append(Hit(e, f"{e['name']} on thread {thread_of(e)} returned {e.get('status')}: its {role} "
                                f"{value:#x} ({known.kind} made by {known.made['name']} on thread "
-                               f"{_thread(known.made)}{_at(known.made)}) had been released by {gone['name']} on "
-                               f"thread {_thread(gone)}{_at(gone)}. A destroyed handle's value may be reused by the "
-                               f"next one made: keep each handle until its last use, or drop every reference to it "
+                               f"{thread_of(known.made)}{place_of(known.made)}) had been released by {gone['name']} on "
+                               f"thread {thread_of(gone)}{place_of(gone)}. A destroyed handle's value may be reused by "
+                               f"the next one made: keep each handle until its last use, or drop every reference to it "
                                f"when it is destroyed",
                             calls=(gone, e), related=(("destroyed at", gone), ("made at", known.made))))
             break
@@ -201,7 +191,7 @@ def out_of_memory(s: Stream) -> list[Hit]:
         holders = ", ".join(f"{who} {_mib(n)}" for who, n in sorted(held.items(), key=lambda kv: -kv[1])) or "nothing"
         contexts = [c for c in m.facts.made if c not in m.facts.destroyed and m.facts.device.get(c) == state.device]
         want = f" of {_mib(asked)}" if asked else ""
-        hits.append(Hit(e, f"{e['name']}{want} on thread {_thread(e)} returned {e.get('status')}: the process held "
+        hits.append(Hit(e, f"{e['name']}{want} on thread {thread_of(e)} returned {e.get('status')}: the process held "
                            f"{holders} in allocations not freed (a library's memory pool keeps what the program freed "
                            f"for reuse), and {len(contexts)} context(s) on this GPU, each holding memory of its own. "
                            f"Free the other library's cache first (cupy.get_default_memory_pool().free_all_blocks(), "
@@ -256,6 +246,6 @@ def launch_config(s: Stream) -> list[Hit]:
         if key in seen:
             continue
         seen.add(key)
-        hits.append(Hit(e, f"{e['name']} on thread {_thread(e)} returned {e.get('status')}: the launch asked for "
+        hits.append(Hit(e, f"{e['name']} on thread {thread_of(e)} returned {e.get('status')}: the launch asked for "
                            f"{'; '.join(problems)}. No kernel ran; fix the launch's configuration", calls=(e,)))
     return hits

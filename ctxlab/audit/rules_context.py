@@ -5,7 +5,7 @@ two threads. Messages are built from the values observed (calls, statuses, threa
 
 from __future__ import annotations
 
-from ctxlab.audit.engine import NOT_CALLS, OK_STATUSES, Hit, Stream, call_text, end_of, failed
+from ctxlab.audit.engine import NOT_CALLS, OK_STATUSES, Hit, Stream, call_text, end_of, failed, thread_of
 from ctxlab.audit.facts import green_contexts, primary_handles
 from ctxlab.audit.hooks import FOREIGN_POINTER
 
@@ -27,10 +27,6 @@ def _ok(event: dict) -> bool:
     return event.get("status") in OK_STATUSES
 
 
-def _thread(event: dict) -> str:
-    return str(event.get("thread", "?"))
-
-
 def _by_runtime(s: Stream, event: dict) -> bool:
     """Whether a runtime made this driver call beneath one of its own calls: a runtime call on the same thread
     spans it, or the C callback marked it as made while a runtime call was open on its thread (``from``)."""
@@ -50,7 +46,7 @@ def no_context(s: Stream) -> list[Hit]:
         if e.get("tid") in seen or s.had_context_before(e.get("tid"), e.get("start", 0)):
             continue
         seen.add(e.get("tid"))
-        hits.append(Hit(e, f"{e['name']} returned {INVALID_CONTEXT} on thread {_thread(e)}, which never had a "
+        hits.append(Hit(e, f"{e['name']} returned {INVALID_CONTEXT} on thread {thread_of(e)}, which never had a "
                            f"context current: a driver call needs one (cuCtxSetCurrent or cuCtxPushCurrent first, "
                            f"or a runtime call such as cudaSetDevice, which binds the primary context)"))
     return hits
@@ -73,8 +69,8 @@ def destroyed_while_current(s: Stream) -> list[Hit]:
                 break
             seen.add((e.get("tid"), handle))
             destroy_call = s.enclosing(d, ("cuCtxDestroy",)) or d
-            hits.append(Hit(e, f"{e['name']} returned {e['status']} on thread {_thread(e)}: its current context "
-                               f"{handle:#x} was destroyed by thread {_thread(d)} while still current here (the "
+            hits.append(Hit(e, f"{e['name']} returned {e['status']} on thread {thread_of(e)}: its current context "
+                               f"{handle:#x} was destroyed by thread {thread_of(d)} while still current here (the "
                                f"context stays current on this thread and every call into it fails)",
                             calls=(destroy_call, d, e), related=(("destroyed at", destroy_call), ("destroyed at", d))))
             break
@@ -105,7 +101,7 @@ def primary_released_under_runtime(s: Stream) -> list[Hit]:
         if not used or not later:
             continue
         seen.add(handle)
-        hits.append(Hit(r, f"cuDevicePrimaryCtxRelease on thread {_thread(r)} took the primary context "
+        hits.append(Hit(r, f"cuDevicePrimaryCtxRelease on thread {thread_of(r)} took the primary context "
                            f"{handle:#x} to zero references (CUPTI: CONTEXT_DESTROY_STARTING inside the release) "
                            f"while the runtime used it ({len(used)} runtime call(s) before); {len(later)} call(s) "
                            f"after it failed, first {call_text(later[0])}. Release only the references you retained: "
@@ -130,7 +126,7 @@ def reset_with_live_allocations(s: Stream) -> list[Hit]:
         later = [c for c in s.calls if c.get("start", 0) > end_of(r) and failed(c)]
         if not allocations or not later:
             continue
-        hits.append(Hit(r, f"{r['name']} on thread {_thread(r)} destroyed every allocation of the device's primary "
+        hits.append(Hit(r, f"{r['name']} on thread {thread_of(r)} destroyed every allocation of the device's primary "
                            f"context ({len(allocations)} made before it, the last {call_text(allocations[-1])}); "
                            f"{len(later)} call(s) after it failed, first {call_text(later[0])}. Memory and kernels "
                            f"from before a reset cannot be used after it",
@@ -158,7 +154,7 @@ def cross_context_handle(s: Stream) -> list[Hit]:
             continue
         seen.add((e.get("tid"), ctx))
         other = elsewhere[-1]
-        hits.append(Hit(e, f"{e['name']} returned {e['status']} in context {ctx:#x} on thread {_thread(e)}; modules "
+        hits.append(Hit(e, f"{e['name']} returned {e['status']} in context {ctx:#x} on thread {thread_of(e)}; modules "
                            f"were loaded in another context ({other['context']:#x}): a function or kernel handle "
                            f"(CuPy's compiled-kernel cache is per device, not per context) used in a context it "
                            f"was not loaded in",
@@ -270,7 +266,7 @@ def pointer_from_another_context(s: Stream) -> list[Hit]:
         later = (f"; context {owner:#x} was destroyed later in the run" if gone is not None
                  and gone.get("start", 0) > e.get("start", 0) else "")
         what = "the launch's extra buffer" if e.get("parameter") == -1 else f"parameter {e.get('parameter')}"
-        hits.append(Hit(e, f"{e.get('launch', 'a launch')} in context {ctx:#x} on thread {_thread(e)}: {what} "
+        hits.append(Hit(e, f"{e.get('launch', 'a launch')} in context {ctx:#x} on thread {thread_of(e)}: {what} "
                            f"(byte {e.get('offset')}) of function {e.get('function', 0):#x} holds "
                            f"{e.get('pointer', 0):#x}, "
                            f"inside a {e.get('size')}-byte allocation made in context {owner:#x}{where}{later}. "
@@ -332,7 +328,7 @@ def green_context_on_two_threads(s: Stream) -> list[Hit]:
                 what = ("made by cuGreenCtxCreate" if made.get("green_of") else
                         f"cuCtxFromGreenCtx's handle {made.get('green', 0):#x}")
                 hits.append(Hit(b, f"green context {handle:#x} ({what}) became current "
-                                   f"on thread {_thread(b)} with {b['name']} while current on thread {_thread(a)} "
+                                   f"on thread {thread_of(b)} with {b['name']} while current on thread {thread_of(a)} "
                                    f"(since its {a['name']}, until at least its call ending "
                                    f"{(a_end - b_start) / 1e3:.1f} us later). The Driver API allows a green context "
                                    f"current on one thread at a time and does not synchronise calls into it; the "

@@ -4,7 +4,7 @@ stream order."""
 
 from __future__ import annotations
 
-from ctxlab.audit.engine import Hit, Stream
+from ctxlab.audit.engine import Hit, Stream, thread_of
 from ctxlab.audit.facts import facts
 
 RECORDS = ("cuEventRecord",)
@@ -19,10 +19,6 @@ RUNTIME_QUERIES = ("cudaGetDevice", "cudaGetDeviceCount", "cudaGetLastError", "c
 # the producer's streams made it (a JAX array carries its definition events), not just a current stream.
 ORDERED_PRODUCERS = ("jax", "jaxlib")
 
-
-
-def _thread(e: dict) -> str:
-    return str(e.get("thread", "?"))
 
 
 def handle_from_another_context(s: Stream) -> list[Hit]:
@@ -61,7 +57,7 @@ def handle_from_another_context(s: Stream) -> list[Hit]:
         seen.add((e.get("tid"), name, problem[1].get("start")))
         status = e.get("status")
         outcome = f"returned {status}" if status not in ("CUDA_SUCCESS", None) else "ran"
-        hits.append(Hit(e, f"{name} on thread {_thread(e)} {outcome}: {problem[0]}. Make the stream and the event "
+        hits.append(Hit(e, f"{name} on thread {thread_of(e)} {outcome}: {problem[0]}. Make the stream and the event "
                            f"under the context that uses them, or use one context per device",
                         calls=(problem[1], e), related=(("made at", problem[1]),)))
     return hits
@@ -88,8 +84,8 @@ def non_primary_current(s: Stream) -> list[Hit]:
                 "primary context only)" if attach else f"{name}, a runtime call, ran in it: runtime libraries "
                 "(CuPy, PyTorch) keep caches per device, made for the primary context, and fail with invalid "
                 "resource handle (error 400) or allocate where you do not expect")
-        hits.append(Hit(e, f"context {ctx:#x}, created by {made['name']} on thread {_thread(made)}, was current on "
-                           f"thread {_thread(e)} when {what}. Pop the created context first, or have that code use "
+        hits.append(Hit(e, f"context {ctx:#x}, created by {made['name']} on thread {thread_of(made)}, was current on "
+                           f"thread {thread_of(e)} when {what}. Pop the created context first, or have that code use "
                            f"the primary context (cuDevicePrimaryCtxRetain) instead of cuCtxCreate",
                         calls=(made, e), related=(("created at", made),)))
     return hits
@@ -110,7 +106,7 @@ def unordered_handover(s: Stream) -> list[Hit]:
         if not pending:
             continue
         streams = ", ".join(f"{n} on stream {stream:#x}" for stream, n in sorted(pending.items()))
-        hits.append(Hit(e, f"{e.get('consumer', '?')} on thread {_thread(e)} took an array from "
+        hits.append(Hit(e, f"{e.get('consumer', '?')} on thread {thread_of(e)} took an array from "
                            f"{e.get('producer') or 'another library'} through {e.get('protocol', '?')} "
                            f"({e.get('why', '')}) while work on other streams was not ordered before it ({streams}: "
                            f"no synchronisation, no event waited for): the consumer can read the data before it is "

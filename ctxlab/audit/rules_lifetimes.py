@@ -3,15 +3,11 @@ was destroyed. Each reads the facts of the stream (``ctxlab.audit.facts``); mess
 
 from __future__ import annotations
 
-from ctxlab.audit.engine import Hit, Stream
+from ctxlab.audit.engine import Hit, Stream, thread_of
 from ctxlab.audit.facts import facts
 
 DEAD = ("CUDA_ERROR_CONTEXT_IS_DESTROYED", "CUDA_ERROR_INVALID_CONTEXT", "CUDA_ERROR_INVALID_HANDLE",
         "CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_NOT_INITIALIZED", "CUDA_ERROR_DEINITIALIZED")
-
-
-def _thread(e: dict) -> str:
-    return str(e.get("thread", "?"))
 
 
 def _ok(e: dict) -> bool:
@@ -44,7 +40,7 @@ def stray_context(s: Stream) -> list[Hit]:
         held = (f"; {allocations} allocation(s) were made in it" if allocations else "")
         own = " (on a thread of the library's own)" if made.get("asked_by") else ""
         hits.append(Hit(made if made.get("stack") else maker,
-                        f"{_caller(s, made)} on thread {_thread(made)}{own} created the primary context {ctx:#x} on "
+                        f"{_caller(s, made)} on thread {thread_of(made)}{own} created the primary context {ctx:#x} on "
                         f"{where}, and no kernel, copy or memset ever ran in it{held}: the context holds GPU memory "
                         f"(hundreds of MiB) and shows in nvidia-smi for the life of the process. A CPU-only "
                         f"program should not touch the CUDA API (JAX_PLATFORMS=cpu, CUDA_VISIBLE_DEVICES=, no "
@@ -87,7 +83,7 @@ def context_leak(s: Stream) -> list[Hit]:
             mine = not e.get("library") and top is not None and not top[1].get("library")  # the program's own
             if mine and top is not None and top[2] == "set" and top[3] is not None and top[3][0] != args.get("ctx"):
                 lost = top[3]
-                hits.append(Hit(e, f"cuCtxPopCurrent on thread {_thread(e)} popped context {args.get('ctx', 0):#x}, "
+                hits.append(Hit(e, f"cuCtxPopCurrent on thread {thread_of(e)} popped context {args.get('ctx', 0):#x}, "
                                    f"not the context {lost[0]:#x} this thread pushed with {lost[1]['name']}: "
                                    f"{top[1]['name']} replaced it on the stack in between. The push is never "
                                    f"popped and the code that popped holds another context than it believes",
@@ -103,7 +99,7 @@ def context_leak(s: Stream) -> list[Hit]:
         for ctx in dict.fromkeys(entry[0] for entry in leftovers):
             last = last_push.get((tid, ctx)) or [entry for entry in leftovers if entry[0] == ctx][-1][1]
             depth = sum(1 for entry in stack if entry[0] == ctx)
-            hits.append(Hit(last, f"thread {_thread(last)} ended with context {ctx:#x} still on its context stack "
+            hits.append(Hit(last, f"thread {thread_of(last)} ended with context {ctx:#x} still on its context stack "
                                   f"({depth} time(s); the last {last['name']} here was never popped): a thread's "
                                   f"stack goes with it, so the context stays retained and its memory held until "
                                   f"someone destroys it. Pop what you push (try/finally) before the thread ends",
@@ -111,7 +107,7 @@ def context_leak(s: Stream) -> list[Hit]:
     for ctx, made in f.created.items():
         if ctx in f.destroyed or not f.is_created(ctx):
             continue
-        hits.append(Hit(made, f"{made['name']} on thread {_thread(made)} created context {ctx:#x}, which was never "
+        hits.append(Hit(made, f"{made['name']} on thread {thread_of(made)} created context {ctx:#x}, which was never "
                               f"destroyed: its memory, modules and streams stay allocated until the process ends "
                               f"(one per request or per thread adds up). cuCtxDestroy it when done",
                         calls=(made,)))
@@ -135,8 +131,8 @@ def used_after_teardown(s: Stream) -> list[Hit]:
         if cause.get("start", 0) >= e.get("start", 0) or e.get("context") == owner or (e.get("tid"), owner) in seen:
             return  # before the destroy, or still current here (destroyed-while-current's case)
         seen.add((e.get("tid"), owner))
-        hits.append(Hit(e, f"{e['name']} on thread {_thread(e)} returned {e.get('status')}: it used {what} of "
-                           f"context {owner:#x}, which {cause.get('name', '?')} on thread {_thread(cause)} had "
+        hits.append(Hit(e, f"{e['name']} on thread {thread_of(e)} returned {e.get('status')}: it used {what} of "
+                           f"context {owner:#x}, which {cause.get('name', '?')} on thread {thread_of(cause)} had "
                            f"destroyed before. Free memory and destroy streams and events before their context goes "
                            f"(close them explicitly; do not leave it to __del__ or atexit order)",
                         calls=(cause, e), related=(("destroyed at", cause),)))

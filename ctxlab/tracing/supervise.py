@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxlab.tracing.child import DUMP_SIGNAL, SPEC
-from ctxlab.tracing.flight import HEADER, SLOT, Flight, FlightUnreadable, read_flight
+from ctxlab.tracing.flight import HEADER, MAGIC, SLOT, Flight, FlightUnreadable, read_flight
 from ctxlab.tracing.recorder import DUMP, FATAL, NOTES, RECORDS, RESULT, FlightFiles
 from ctxlab.tracing.stacks_dump import StacksDump, read_dumps
 
@@ -92,7 +92,7 @@ def _peek(path: str) -> tuple[int, int, list[tuple[int, int, int]]] | None:
             if len(head) < HEADER.size:
                 return None
             fields = HEADER.unpack(head)
-            if fields[0] != 0x314C4654584C5443:
+            if fields[0] != MAGIC:
                 return None
             off_slots, nrecords, heartbeat, nslots = fields[11], fields[12] + fields[15], fields[18], fields[19]
             handle.seek(off_slots)

@@ -132,6 +132,7 @@ class Tracer:
         self.threads = ThreadNames()
         self._last_seen: dict[int, int] = {}  # OS thread id -> when its last recorded event ended
         self._ended: set[int] = set()
+        self._rounds = 0  # the stack thread's idle rounds (flight recording)
         self._fn_names: dict[tuple[int, int], str] = {}
         self._status: dict[tuple[str, int], str] = {}
         # stack id -> (frames, why there are none, the library whose code made the call)
@@ -331,7 +332,8 @@ class Tracer:
             if tid not in alive and tid not in self._ended:
                 self._ended.add(tid)
                 self.flight.thread_ended(tid)
-        if final or next(self._seq) % 10 == 0:
+        self._rounds += 1
+        if final or self._rounds % 10 == 0:  # the loaded objects: every tenth round of the stack thread
             self.flight.refresh_maps()
 
     def _stack(self, stack_id: int) -> tuple[list | None, str | None, str | None]:

@@ -11,7 +11,7 @@ https://github.com/cupy/cupy/pull/8774, a race during CuPy's SoftLink initialisa
 Expected findings: none (no error, no warning).
 
     ctxlab audit -- examples/realworld/clean_cupy_barrier_stress.py
-"""
+Info listed after the wave-4 audit counted it: several-runtime-copies (racer-)."""
 
 import threading
 

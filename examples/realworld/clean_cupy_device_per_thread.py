@@ -10,7 +10,7 @@ their device.
 Expected findings: none (no error, no warning).
 
     ctxlab audit -- examples/realworld/clean_cupy_device_per_thread.py
-"""
+Info listed after the wave-4 audit counted it: several-runtime-copies (part-)."""
 
 import threading
 

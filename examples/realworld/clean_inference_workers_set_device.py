@@ -11,7 +11,7 @@ start of each worker's work.
 Expected findings: none (no error, no warning).
 
     ctxlab audit -- examples/realworld/clean_inference_workers_set_device.py
-"""
+Info listed after the wave-4 audit counted it: several-runtime-copies (infer-)."""
 
 import threading
 

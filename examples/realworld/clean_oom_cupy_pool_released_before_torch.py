@@ -12,7 +12,7 @@ CuPy to release its pool.
 Expected findings: none (no error, no warning; several-runtime-copies is info).
 
     ctxlab audit -- examples/realworld/clean_oom_cupy_pool_released_before_torch.py
-"""
+Info listed after the wave-4 audit counted it: several-runtime-copies (MainThread)."""
 
 import threading
 

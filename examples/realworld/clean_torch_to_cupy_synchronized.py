@@ -11,7 +11,7 @@ it.
 Expected findings: none (no error, no warning; several-runtime-copies is info).
 
     ctxlab audit -- examples/realworld/clean_torch_to_cupy_synchronized.py
-"""
+Info listed after the wave-4 audit counted it: several-runtime-copies (MainThread)."""
 
 import cupy
 import torch

@@ -16,7 +16,7 @@ Expected finding: unordered-handover on thread MainThread, at the line marked HA
 torch.from_dlpack); the consumer's read is the line marked SYMPTOM.
 
     ctxlab audit -- examples/realworld/handover_cupy_to_torch_dlpack.py
-"""
+Info listed after the wave-4 audit counted it: several-runtime-copies (MainThread)."""
 
 import cupy
 import torch

@@ -14,7 +14,7 @@ Expected finding: unordered-handover on thread MainThread, at the line marked HA
 cupy.asarray); the consumer's read is the line marked SYMPTOM.
 
     ctxlab audit -- examples/realworld/handover_torch_to_cupy_cai.py
-"""
+Info listed after the wave-4 audit counted it: several-runtime-copies (MainThread)."""
 
 import cupy
 import torch

@@ -12,7 +12,7 @@ Expected finding: unordered-handover on thread MainThread, at the line marked HA
 jax.dlpack.from_dlpack); the consumer's read is the line marked SYMPTOM.
 
     ctxlab audit -- examples/realworld/handover_torch_to_jax_dlpack.py
-"""
+Info listed after the wave-4 audit counted it: several-runtime-copies (MainThread)."""
 
 import os
 

@@ -13,7 +13,7 @@ Expected finding: unordered-handover on thread MainThread, at the line marked HA
 as_cuda_array); the consumer's read is the line marked SYMPTOM.
 
     ctxlab audit -- examples/realworld/handover_torch_to_numba_cai.py
-"""
+Info listed after the wave-4 audit counted it: several-runtime-copies (MainThread)."""
 
 import torch
 from numba import cuda

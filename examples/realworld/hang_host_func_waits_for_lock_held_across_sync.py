@@ -16,7 +16,7 @@ Expected finding: program-hung on thread dispatcher, at the line marked HAZARD i
 stream.synchronize() it is blocked in). Ends only when the audit's timeout kills it.
 
     ctxlab audit -- examples/realworld/hang_host_func_waits_for_lock_held_across_sync.py
-"""
+Info listed after the wave-4 audit counted it: several-runtime-copies (dispatcher)."""
 
 import queue
 import threading

@@ -13,7 +13,7 @@ Expected: non-primary-current and pointer-from-another-context on MainThread at 
 latter again at the next (CuPy's cudaSetDevice made the primary current: its kernels read the created's memory).
 
     ctxlab audit -- examples/realworld/nonprimary_cupy_after_autoinit.py
-"""
+Info listed after the wave-4 audit counted it: several-runtime-copies (MainThread)."""
 
 import os
 import sys

@@ -13,7 +13,7 @@ Expected finding: non-primary-current on thread MainThread, at the line marked H
 first PyTorch CUDA call, while the engine's context is current).
 
     ctxlab audit -- examples/realworld/nonprimary_torch_under_created_context.py
-"""
+Info listed after the wave-4 audit counted it: several-runtime-copies (MainThread)."""
 
 import os
 import sys

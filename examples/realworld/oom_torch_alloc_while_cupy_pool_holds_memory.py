@@ -18,7 +18,7 @@ Expected finding: out-of-memory on thread MainThread, at the line marked HAZARD 
 torch.empty that fails while CuPy's pool holds the memory).
 
     ctxlab audit -- examples/realworld/oom_torch_alloc_while_cupy_pool_holds_memory.py
-"""
+Info listed after the wave-4 audit counted it: several-runtime-copies (MainThread)."""
 
 import threading
 

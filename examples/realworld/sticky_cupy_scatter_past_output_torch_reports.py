@@ -19,7 +19,7 @@ at the line marked SYMPTOM (PyTorch's .item(), a copy and a wait, no launch). Th
 RuntimeError and prints it.
 
     ctxlab audit -- examples/realworld/sticky_cupy_scatter_past_output_torch_reports.py
-"""
+Info listed after the wave-4 audit counted it: several-runtime-copies (MainThread)."""
 
 import cupy
 import numpy as np
