@@ -20,6 +20,7 @@ from typing import Any
 
 from ctxlab.claim import Claim
 from ctxlab.defaults import DEFAULT_MAX_BYTES
+from ctxlab.errors import OptionError
 from ctxlab.lab import Lab, LabOptions
 from ctxlab.records.model import LabResult
 
@@ -57,8 +58,10 @@ def run(name: str, progress: Callable[[str], None] | None = None,
 def check(names: Sequence[str] | None = None, devices: Sequence[int] = (0,), *, timeout: float | None = None,
           jobs: int | None = None, repeats: int | None = None, progress: Callable[[LabResult], None] | None = None,
           registry: dict[str, str] | None = None, baseline: Sequence[LabResult] | None = None,
-          schedule: list | None = None, isolation: str = "batched") -> list[LabResult]:
-    """Every lab (or ``names``) on every GPU in ``devices``, isolated: one LabResult per lab and GPU.
+          schedule: list | None = None, isolation: str = "batched", level: int = 3) -> list[LabResult]:
+    """Every lab (or ``names``) on every GPU in ``devices``, isolated: one LabResult per lab and GPU, each lab
+    with the options that decide all its claims (``Lab.check_options``), at a check ``level``
+    (``ctxlab.levels``: 1 node health, 2 every documented claim, 3 everything, the default).
 
     All their scenarios share one pool of ``jobs`` child processes (default: the cores, at most 8), ordered by a
     ``baseline`` run's timings when given; ``schedule`` receives when each ran. A lab whose own code
@@ -68,21 +71,20 @@ def check(names: Sequence[str] | None = None, devices: Sequence[int] = (0,), *, 
     from ctxlab.suite import run_check
 
     chosen = checked_selection(names, devices, timeout=timeout, jobs=jobs, repeats=repeats, registry=registry,
-                               isolation=isolation)
+                               isolation=isolation, level=level)
     return run_check(list(chosen), list(devices), jobs=jobs, progress=progress, registry=registry,
                      baseline=list(baseline) if baseline else None, schedule=schedule, options=chosen)
 
 
 def checked_selection(names: Sequence[str] | None, devices: Sequence[int], *, timeout: float | None = None,
                       jobs: int | None = None, repeats: int | None = None,
-                      registry: dict[str, str] | None = None,
-                      isolation: str = "batched") -> dict[str, dict[int, LabOptions]]:
+                      registry: dict[str, str] | None = None, isolation: str = "batched",
+                      level: int = 3) -> dict[str, dict[int, LabOptions]]:
     """The labs ``check`` runs, each with its options per device (made, so validated, once), every argument
     validated first, as ``run`` validates its options: a name
     that is not a lab (``UnknownLab``), an empty or string selection, no device, a bad timeout, jobs or
     repeats (``OptionError``), no GPU or a device that does not exist (``NoGpu``, ``BadDevice``)."""
     from ctxlab.cuda.environment import require_device
-    from ctxlab.errors import OptionError
     from ctxlab.labs import LABS, get_lab
 
     registry = registry or LABS
@@ -96,15 +98,35 @@ def checked_selection(names: Sequence[str] | None, devices: Sequence[int], *, ti
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise OptionError(f"jobs: {jobs!r} is not a whole number of at least 1",
                           cli=f"--jobs: {jobs!r} is not a whole number of at least 1")
+    refuse_repeats_below_full(level, repeats)
     labs = [get_lab(name, registry) for name in chosen]  # UnknownLab for a name that is not a lab
     options = {name: {
-        device: lab.make_options(device=device, scenario_timeout=timeout, isolation=isolation,
-                                 **({"repeats": repeats} if repeats is not None else {})) for device in devices}
-               for name, lab in zip(chosen, labs, strict=True)}
+        device: lab.make_options(device=device, scenario_timeout=timeout, isolation=isolation, level=level,
+                                 **deciding_options(lab), **({"repeats": repeats} if repeats is not None else {}))
+        for device in devices} for name, lab in zip(chosen, labs, strict=True)}
     if any(lab.needs_gpu for lab in labs):
         for device in devices:
             require_device(device)
     return options
+
+
+def refuse_repeats_below_full(level: int, repeats: int | None) -> None:
+    """OptionError for repeats asked of a level below the full one, which runs each scenario once."""
+    if repeats is not None and level != 3:
+        raise OptionError(f"repeats: level {level} runs each scenario once; repeats apply at level 3",
+                          cli=f"--repeats: level {level} runs each scenario once; --repeats applies at --level 3")
+
+
+def deciding_options(lab: Lab) -> dict[str, Any]:
+    """The options under which ``check`` runs ``lab`` (``Lab.check_options``), but those whose instrument is
+    missing here: tracing without CUPTI or a C compiler would break every scenario, where untraced only the
+    claims that need the trace read skipped, naming what they need."""
+    from ctxlab.tracing.tracer import trace_missing
+
+    chosen = dict(lab.check_options)
+    if chosen.get("trace") and trace_missing() is not None:
+        chosen.pop("trace")
+    return chosen
 
 
 def load(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES) -> list[LabResult]:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctxlab.levels import FULL, default_level, unjudged_reason
 from ctxlab.records.model import ClaimResult, Observation
 from ctxlab.records.schema import KINDS, SILENT_WRONG
 
@@ -61,6 +62,9 @@ class Claim:
     # Which error its undefined behaviour meets varies between runs of the same code (recorded): drift compares
     # whether each repeat met an error, a silent wrong result, a correct value or a crash, not which error.
     error_varies: bool = False
+    # The lowest check level that judges it (``ctxlab.levels``); None: by its kind (documented behaviour from
+    # level 2, an observation at the full level). Level 1 claims are the node-health promises.
+    level: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -71,10 +75,22 @@ class Claim:
             raise ValueError(f"{self.id}: name the scenarios that decide it")
         if (self.precondition is None) != (not self.unmet) or (self.precondition and self.expect is None):
             raise ValueError(f"{self.id}: a precondition needs an expectation and an 'unmet' template, and the reverse")
+        if self.level is not None and not 1 <= self.level <= FULL:
+            raise ValueError(f"{self.id}: level {self.level} is not one of 1 to {FULL}")
 
-    def result(self, observations: Observations, ran: Collection[str] | None = None) -> ClaimResult:
-        """Judge over ``observations``; ``ran`` names the scenarios this run included (None: all)."""
-        verdict, evidence = self._judge(observations, ran)
+    @property
+    def lowest_level(self) -> int:
+        """The lowest check level that judges this claim."""
+        return self.level if self.level is not None else default_level(self.kind)
+
+    def result(self, observations: Observations, ran: Collection[str] | None = None,
+               level: int = FULL) -> ClaimResult:
+        """Judge over ``observations``; ``ran`` names the scenarios this run included (None: all); a run at a
+        ``level`` below the claim's own does not judge it (``unjudged``, with the reason)."""
+        if self.lowest_level > level:
+            verdict, evidence = "unjudged", unjudged_reason(self.lowest_level, level)
+        else:
+            verdict, evidence = self._judge(observations, ran)
         return ClaimResult(self.id, self.statement, self.source, verdict, evidence, self.kind)
 
     def _judge(self, observations: Observations, ran: Collection[str] | None) -> tuple[str, str]:
@@ -104,9 +120,9 @@ class Claim:
 
 
 def judge(claims: Iterable[Claim], observations: Observations,
-          ran: Collection[str] | None = None) -> tuple[ClaimResult, ...]:
-    """Every claim's verdict; one claim's error never stops the others."""
-    return tuple(claim.result(observations, ran) for claim in claims)
+          ran: Collection[str] | None = None, level: int = FULL) -> tuple[ClaimResult, ...]:
+    """Every claim's verdict (at a check ``level``); one claim's error never stops the others."""
+    return tuple(claim.result(observations, ran, level) for claim in claims)
 
 
 # ---------------------------------------------------------------- reading observations
@@ -164,6 +180,7 @@ def hexed(value: Any) -> str:
 
 
 def catalogue(claims: Iterable[Claim]) -> list[dict]:
-    """What ``ctxlab claims`` lists: id, statement, source, kind, the scenarios that decide it."""
+    """What ``ctxlab claims`` lists: id, statement, source, kind, the scenarios that decide it, the lowest check
+    level that judges it."""
     return [{"id": c.id, "statement": c.statement, "source": c.source, "kind": c.kind,
-             "scenarios": list(c.scenarios)} for c in claims]
+             "scenarios": list(c.scenarios), "level": c.lowest_level} for c in claims]

@@ -18,6 +18,7 @@ from typing import Any
 from ctxlab.claim import Claim
 from ctxlab.defaults import DEFAULT_REPEATS
 from ctxlab.errors import OptionError
+from ctxlab.levels import FULL
 
 
 class Isolation(StrEnum):
@@ -120,10 +121,22 @@ class LabOptions:
         "batched: scenarios that do not need a fresh process share one child, checked clean between two, the "
         "rest re-run in fresh children if not; each: one child per scenario (as check's --isolation).",
         choices=("batched", "each")))
+    level: int = field(default=FULL, metadata=bounded(  # ctxlab.levels
+        1, FULL, "How much to judge, as check's --level: 1 node health (the promises a context handoff rests on), 2 "
+                 "every documented claim, each scenario once; 3 every claim, undefined-behaviour scenarios "
+                 "repeated (the default). Claims above the level read unjudged.", metavar="1|2|3"))
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             validate(f, getattr(self, f.name))
+        if isinstance(self.level, bool) or not isinstance(self.level, int):  # validate let 2.5 through the range
+            raise OptionError(f"level: {self.level!r} is not one of 1, 2, 3", cli=f"--level: {self.level!r} is not "
+                              "one of 1, 2, 3")
+
+    @property
+    def runs_per_scenario(self) -> int:
+        """How often an undefined-behaviour scenario runs: ``repeats`` at the full level, once below it."""
+        return self.repeats if self.level >= FULL else 1
 
     def to_dict(self) -> dict:
         """The options as recorded in a result."""
@@ -194,6 +207,10 @@ class Lab:
     # What a shared child checks between two SHARED scenarios (harness.batch); the test suite's stand-in labs,
     # which have no GPU, name their own.
     clean_check: str = "ctxlab.harness.batch:cuda_problems"
+    # The options under which ``check`` decides every claim this lab has on a GPU that can (migrate's green
+    # contexts, lifecycle's traced calls); ``check`` drops one whose instrument is missing (``trace``: CUPTI),
+    # and the claims that need it read skipped with the reason.
+    check_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         ids = [c.id for c in self.claims]

@@ -19,6 +19,7 @@ from ctxlab.harness.pool import Scheduled, critical_path, run_plans
 from ctxlab.harness.runner import plan
 from ctxlab.lab import DEFAULT_REPEATS, LabOptions
 from ctxlab.labs import LABS, UnknownLab, get_lab
+from ctxlab.levels import FULL
 from ctxlab.records.evidence import normalize, normalize_undefined
 from ctxlab.records.model import LabResult
 
@@ -121,6 +122,29 @@ def profile_lines(schedule: list[Scheduled]) -> list[str]:
 
 # ---------------------------------------------------------------- drift
 
+def _level(run: LabResult) -> int:
+    level = run.options.get("level", FULL)  # files before levels: the full check
+    return level if isinstance(level, int) and not isinstance(level, bool) else FULL
+
+
+def level_differences(lower: list[LabResult], full: list[LabResult]) -> list[dict]:
+    """Where a run at a lower check level decided otherwise than the full check on the same machine: every
+    claim the lower level judged whose verdict differs (evidence differs by design: fewer repeats), and every
+    claim it judged that the full check lacks. ``[]`` is the promise each level keeps."""
+    by_key = {_key(r): {c.id: c.verdict for c in r.claims} for r in full}
+    out = []
+    for run in lower:
+        verdicts = by_key.get(_key(run), {})
+        for claim in run.claims:
+            if claim.verdict == "unjudged":
+                continue
+            was = verdicts.get(claim.id)
+            if was != claim.verdict:
+                out.append({"lab": run.lab, "device": _key(run)[1], "claim": claim.id, "level": _level(run),
+                            "verdict": claim.verdict, "full_check": was or "missing"})
+    return out
+
+
 def _key(run: LabResult) -> tuple:
     return (run.lab, run.environment.get("device", run.options.get("device", 0)))
 
@@ -160,14 +184,17 @@ def claim_changes(base: list[LabResult], other: list[LabResult]) -> list[dict]:
         got = {c.id: c for c in now[k].claims}
         then, decided_now = decided(before[k]), decided(now[k])
         where = {"lab": k[0], "device": k[1]}
+        same_level = _level(before[k]) == _level(now[k])  # else evidence differs by design: fewer repeats
         out += [{**where, "claim": cid, "change": "claim missing"} for cid in was if cid not in got]
         out += [{**where, "claim": cid, "change": "new claim"} for cid in got if cid not in was]
         for cid in was.keys() & got.keys():
             a, b = was[cid], got[cid]
+            if "unjudged" in (a.verdict, b.verdict):  # one run's level left it out: nothing to compare
+                continue
             if a.verdict != b.verdict:
                 out.append({**where, "claim": cid, "change": "verdict", "was": a.verdict, "now": b.verdict,
                             "evidence": b.evidence})
-            elif then[cid] != decided_now[cid]:
+            elif same_level and then[cid] != decided_now[cid]:
                 out.append({**where, "claim": cid, "change": "evidence", "was": a.evidence, "now": b.evidence})
     return sorted(out, key=lambda d: (d["lab"], d["device"], d["claim"] or "", d["change"]))
 
@@ -184,8 +211,9 @@ def drift(runs: list[LabResult], baseline: list[LabResult]) -> list[dict]:
         if old is None:
             out.append(_change(run, run.lab, "new run", now=f"{len(run.claims)} claims"))
             continue
-        out += [_change(run, name, "scenario disappeared") for name in old.timings if name not in run.timings]
-        out += [_change(run, name, "new scenario") for name in run.timings if name not in old.timings]
+        if _level(old) == _level(run):  # a lower level runs fewer scenarios by design
+            out += [_change(run, name, "scenario disappeared") for name in old.timings if name not in run.timings]
+            out += [_change(run, name, "new scenario") for name in run.timings if name not in old.timings]
         was = {c.id: c for c in old.claims}
         out += [_change(run, c.id, "claim disappeared", was=c.verdict) for c in old.claims
                 if c.id not in {n.id for n in run.claims}]
@@ -194,6 +222,8 @@ def drift(runs: list[LabResult], baseline: list[LabResult]) -> list[dict]:
             prior = was.get(claim.id)
             if prior is None:
                 out.append(_change(run, claim.id, "new claim", now=claim.verdict))
+            elif "unjudged" in (prior.verdict, claim.verdict):  # one run's level left it out
+                continue
             elif prior.verdict != claim.verdict:
                 out.append(_change(run, claim.id, "verdict", was=prior.verdict, now=claim.verdict,
                                    evidence=claim.evidence))

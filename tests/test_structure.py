@@ -30,7 +30,8 @@ KNOWN_CIRCLES: set[frozenset[str]] = set()
 # the layers below, never one above. A module is in the layer of the longest prefix naming it (``ctxlab``
 # itself names only the package's ``__init__``).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("records", ("ctxlab.version", "ctxlab.errors", "ctxlab.defaults", "ctxlab.records", "ctxlab.schema")),
+    ("records", ("ctxlab.version", "ctxlab.errors", "ctxlab.defaults", "ctxlab.levels", "ctxlab.records",
+                 "ctxlab.schema")),
     ("CUDA helpers and claims", ("ctxlab.cuda", "ctxlab.claim", "ctxlab.calling", "ctxlab.stub", "ctxlab.envrecord")),
     # tracing: the C callback, its records and fields, the stacks, the tracer, the flight recorder, the child
     ("tracing", ("ctxlab.tracing", "ctxlab.trace")),

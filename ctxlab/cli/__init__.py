@@ -216,6 +216,11 @@ def parse_devices(text: str) -> list[int]:
                    "the driver makes contexts one process at a time); scenarios "
                    "that need the GPU alone still run one at a time.")
 @repeats_option
+@click.option("--level", type=click.IntRange(1, 3), default=3, show_default=True, metavar="1|2|3",
+              help="How much to judge, as dcgmi diag -r has it: 1 node health in seconds (the promises a context "
+                   "handoff rests on: for a Slurm HealthCheckProgram or a node_exporter timer), 2 every documented "
+                   "claim with each scenario once, 3 everything with undefined-behaviour scenarios repeated. "
+                   "Claims above the level read unjudged.")
 @click.option("--isolation", type=click.Choice(("batched", "each")), default="batched", show_default=True,
               help="batched: scenarios that do not need a fresh process share one child per lab, checked clean "
                    "between two (no thread left, no context but a primary one current, no sticky error, the "
@@ -241,12 +246,13 @@ def parse_devices(text: str) -> list[int]:
 @max_size_option
 @domain_errors
 @fleet_check
-def check(devices, only, timeout, jobs, repeats, isolation, fmt, output, steps, full, json_path, junit_path,
+def check(devices, only, timeout, jobs, repeats, level, isolation, fmt, output, steps, full, json_path, junit_path,
           markdown_path, baseline, fail_on_drift, profile, max_size, openmetrics_path=None):
     """Run every lab, isolated, and report for CI: exit 1 when a documented claim fails or a lab errors.
 
     \b
       ctxlab check
+      ctxlab check --level 1 --openmetrics /var/lib/node_exporter/ctxlab.prom
       ctxlab check --only refcount,modules -d all
       ctxlab check --json r.json --junit r.xml --markdown "$GITHUB_STEP_SUMMARY"
       ctxlab check --baseline labs/results/check.json --fail-on-drift
@@ -280,6 +286,9 @@ def check(devices, only, timeout, jobs, repeats, isolation, fmt, output, steps, 
         raise click.BadParameter(str(exc), param_hint="--only") from None
     if fail_on_drift and not baseline:
         raise click.UsageError("--fail-on-drift needs --baseline")
+    if click.get_current_context().get_parameter_source("repeats") is click.core.ParameterSource.DEFAULT:
+        repeats = None  # each lab's own; below level 3 every scenario runs once
+    ctxlab.api.refuse_repeats_below_full(level, repeats)  # before looking for a GPU: a usage error first
     reports = [(kind, path) for kind, path in (("json", json_path), ("openmetrics", openmetrics_path),
                                                ("junit", junit_path), ("markdown", markdown_path)) if path]
     if output or fmt or not reports:  # the table goes to standard output unless only report files were named
@@ -290,9 +299,10 @@ def check(devices, only, timeout, jobs, repeats, isolation, fmt, output, steps, 
     t0 = time.perf_counter()
     schedule: list = []
     runs = ctxlab.api.check(names, chosen, timeout=timeout, jobs=jobs, repeats=repeats, baseline=base,
-                            progress=lambda run: say(progress_line(run)), schedule=schedule, isolation=isolation)
+                            progress=lambda run: say(progress_line(run)), schedule=schedule, isolation=isolation,
+                            level=level)
     drifted = drift(runs, base) if base is not None else None
-    say(f"check: {len(runs)} lab run(s) in {time.perf_counter() - t0:.2f} s")
+    say(f"check: {len(runs)} lab run(s) at level {level} in {time.perf_counter() - t0:.2f} s")
     if profile:
         for line in profile_lines(schedule):
             say(line)

@@ -26,6 +26,7 @@ from ctxlab.harness.batch import Item, run_batch
 from ctxlab.harness.gpu_lock import GPU, SLOTS
 from ctxlab.harness.isolate import ChildUsage, IsolatedFailure, run_isolated
 from ctxlab.lab import Isolation, Lab, LabOptions, Scenario
+from ctxlab.levels import FULL
 from ctxlab.records.model import LabResult, Observation
 from ctxlab.records.schema import SILENT_WRONG
 from ctxlab.version import __version__
@@ -113,10 +114,18 @@ def jobs_for(scenarios: list[Scenario], repeats: int) -> list[Job]:
     return [Job(s, r) for s in scenarios for r in (range(repeats) if s.undefined else (None,))]
 
 
+def scenarios_at_level(lab: Lab, scenarios: list[Scenario], level: int) -> list[Scenario]:
+    """The scenarios a run at ``level`` needs: those of the claims it judges (all of them at the full level)."""
+    if level >= FULL:
+        return scenarios
+    needed = {name for claim in lab.claims if claim.lowest_level <= level for name in claim.scenarios}
+    return [s for s in scenarios if s.name in needed]
+
+
 def plan(lab: Lab, options: LabOptions) -> LabPlan:
-    """The child processes ``lab`` needs with these options."""
-    scenarios = lab.scenarios(options)
-    return LabPlan(lab, options, scenarios, jobs_for(scenarios, options.repeats))
+    """The child processes ``lab`` needs with these options (at their level: ``ctxlab.levels``)."""
+    scenarios = scenarios_at_level(lab, lab.scenarios(options), options.level)
+    return LabPlan(lab, options, scenarios, jobs_for(scenarios, options.runs_per_scenario))
 
 
 def environment_of(device: int) -> dict:
@@ -219,7 +228,8 @@ def assemble(planned: LabPlan, environment: dict, results: list[JobResult]) -> L
     return LabResult(lab=lab.name, started=planned.started, seconds=time.perf_counter() - planned.t0,
                      environment={**environment, "ctxlab": __version__},  # which judges gave these verdicts
                      options=planned.options.to_dict(), observations=tuple(observations),
-                     claims=judge(lab.claims, observations, ran), errors=tuple(errors), metrics=metrics,
+                     claims=judge(lab.claims, observations, ran, planned.options.level), errors=tuple(errors),
+                     metrics=metrics,
                      timings=timings, views=dict(lab.views), flags=tuple(silent_wrong_flags(observations)),
                      isolation=isolation_record(planned, results))
 

@@ -9,7 +9,8 @@ TRACE_SCHEMA = "ctxlab-trace/2"  # ctxlab trace --format json (/1: the events of
 # ctxlab audit --format json; /2 adds ending, probes and threads (the program runs in a child since then)
 AUDIT_SCHEMA = "ctxlab-audit/2"
 
-VERDICTS = ("holds", "fails", "changed", "observed", "skipped", "error")
+# unjudged: the claim lies above the level the run was made at (check --level); counted apart from skipped
+VERDICTS = ("holds", "fails", "changed", "observed", "skipped", "unjudged", "error")
 FAILING = frozenset({"fails", "error"})  # verdicts that make a run fail (exit status 1)
 KINDS = ("promise", "old-text", "observation")  # what a claim rests on
 SILENT_WRONG = "silent-wrong-result"  # an outcome label: a value returned without error, and wrong

@@ -27,7 +27,7 @@ def suite_for(run: LabResult) -> TestSuite:
             case.result = [Failure(xml(claim.evidence), "fails")]
         elif claim.verdict == "error":
             case.result = [Error(xml(claim.evidence), "error")]
-        elif claim.verdict == "skipped":
+        elif claim.verdict in ("skipped", "unjudged"):  # JUnit has no other state for a claim not tried
             case.result = [Skipped(xml(claim.evidence))]
         case.system_out = xml(f"{claim.verdict}: {claim.evidence}\nstatement: {claim.statement}\n"
                               f"source: {claim.source}")

@@ -24,13 +24,14 @@ LEGEND = [
     ("changed", "the old text says otherwise and current documentation agrees with what was seen"),
     ("observed", "nothing is promised; what happened is recorded"),
     ("skipped", "not run here, for the reason in the result file"),
+    ("unjudged", "above the level this runner checked at (check --level)"),
     ("-", "this runner has no result for this claim"),
 ]
 KEY_NOTE = ("A column is one runner and device: hostname, device index, GPU UUID (where recorded), driver and "
             "runtime. Columns marked duplicate share that key: they come from different files or runs and are "
             "shown side by side, never merged.")
 COLOUR = {"holds": "#cfc", "fails": "#f99", "changed": "#ffc", "observed": "#cef", "skipped": "#eee",
-          "error": "#f66"}
+          "unjudged": "#f7f7f7", "error": "#f66"}
 
 
 def unable_line(origin: str, run: LabResult) -> str:

@@ -46,7 +46,8 @@ def render_table(files: list[tuple[str, list[LabResult]]], screen: Screen) -> st
         first, *more = wrap(terminal(f"{row} on [{number}]"), screen.width - 9)
         lines.append(screen.paint(verdict, verdict) + " " * (9 - len(verdict)) + first)
         lines += [" " * 9 + line for line in more]
-    lines += wrap("Verdicts: " + ", ".join(v for v in ("holds", "fails", "error", "changed", "observed", "skipped"))
+    lines += wrap("Verdicts: " + ", ".join(v for v in ("holds", "fails", "error", "changed", "observed", "skipped",
+                                                   "unjudged"))
                   + "; - this runner has no result for this claim. " + "ctxlab report merge --help says more.",
                   screen.width)
     return "\n".join(lines) + "\n"

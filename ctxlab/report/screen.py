@@ -24,7 +24,7 @@ ELLIPSIS = "…"
 
 # SGR codes per verdict: fails and error stand out (bold white on red), the rest are quiet.
 VERDICT_SGR = {"holds": "32", "fails": "1;97;41", "error": "1;97;41", "changed": "33", "observed": "36",
-               "skipped": "2"}
+               "skipped": "2", "unjudged": "2"}
 STYLE_SGR = {"bold": "1", "dim": "2", "red": "31", **VERDICT_SGR}
 
 

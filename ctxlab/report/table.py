@@ -46,25 +46,32 @@ def heading(run: LabResult, screen: Screen) -> list[str]:
     return lines
 
 
-def _apart(run: LabResult, full: bool) -> tuple[list[ClaimResult], list[ClaimResult]]:
-    """The claims shown one by one, and the skipped ones shown together (none when ``full`` or few)."""
-    skipped = [c for c in run.claims if c.verdict == "skipped"]
-    if full or len(skipped) < SKIPPED_TOGETHER:
-        return list(run.claims), []
-    return [c for c in run.claims if c.verdict != "skipped"], skipped
+TOGETHER = ("skipped", "unjudged")  # verdicts of claims not tried, listed as one entry each when several
 
 
-def _skipped_lines(skipped: list[ClaimResult], screen: Screen) -> list[str]:
-    """The skipped claims as one entry: how many, every id, and why (the first reason, cut to a line)."""
-    if not skipped:
-        return []
+def _apart(run: LabResult, full: bool) -> tuple[list[ClaimResult], list[list[ClaimResult]]]:
+    """The claims shown one by one, and for each verdict of ``TOGETHER`` its claims shown together (none when
+    ``full`` or few)."""
+    groups = [[c for c in run.claims if c.verdict == verdict] for verdict in TOGETHER]
+    groups = [g for g in groups if not full and len(g) >= SKIPPED_TOGETHER]
+    together = {id(c) for g in groups for c in g}
+    return [c for c in run.claims if id(c) not in together], groups
+
+
+def _together_lines(groups: list[list[ClaimResult]], screen: Screen) -> list[str]:
+    """Each group of claims not tried as one entry: how many, every id, and why (the first reason, cut to a
+    line)."""
+    out = []
     rest = screen.width - INDENT
-    first, *more = wrap(terminal(f"{len(skipped)} claims: {', '.join(c.id for c in skipped)}"), rest)
-    reasons = list(dict.fromkeys(c.evidence for c in skipped))
-    why = f"why{f' (1 of {len(reasons)} reasons; --full: each)' if len(reasons) > 1 else ''}: {reasons[0]}"
-    return [screen.paint("skipped", "skipped") + " " * (INDENT - len("skipped")) + first,
-            *(" " * INDENT + line for line in more),
-            *(" " * INDENT + line for line in clip(terminal(why), rest, 1))]
+    for claims in groups:
+        verdict = claims[0].verdict
+        first, *more = wrap(terminal(f"{len(claims)} claims: {', '.join(c.id for c in claims)}"), rest)
+        reasons = list(dict.fromkeys(c.evidence for c in claims))
+        why = f"why{f' (1 of {len(reasons)} reasons; --full: each)' if len(reasons) > 1 else ''}: {reasons[0]}"
+        out += [screen.paint(verdict, verdict) + " " * (INDENT - len(verdict)) + first,
+                *(" " * INDENT + line for line in more),
+                *(" " * INDENT + line for line in clip(terminal(why), rest, 1))]
+    return out
 
 
 def _stacked(run: LabResult, screen: Screen, full: bool) -> list[str]:
@@ -79,7 +86,7 @@ def _stacked(run: LabResult, screen: Screen, full: bool) -> list[str]:
         out += [" " * INDENT + line for line in more]
         keep = None if full or claim.verdict in FAILING else 1
         out += [" " * INDENT + line for line in clip(terminal(claim.evidence), rest, keep)]
-    return out + _skipped_lines(skipped, screen)
+    return out + _together_lines(skipped, screen)
 
 
 def _wide(run: LabResult, screen: Screen, full: bool) -> list[str]:
@@ -94,7 +101,7 @@ def _wide(run: LabResult, screen: Screen, full: bool) -> list[str]:
             for claim in shown]
     header = [Cell("verdict", "dim"), Cell("claim", "dim"), Cell("statement", "dim"), Cell("evidence", "dim")]
     lines = grid([header, *rows], [VERDICT_W, ident_w, statement_w, evidence_w], screen) if rows else []
-    return lines + _skipped_lines(skipped, screen)
+    return lines + _together_lines(skipped, screen)
 
 
 def claim_lines(run: LabResult, screen: Screen, full: bool = False) -> list[str]:

@@ -8,7 +8,7 @@ import re
 from ctxlab.records.model import LabResult, Observation
 
 VERDICT_STYLE = {"holds": "green", "fails": "bold red", "error": "bold red", "changed": "yellow", "observed": "cyan",
-                 "skipped": "dim"}
+                 "skipped": "dim", "unjudged": "dim"}
 
 # Values recorded under these names are handles and addresses: always shown in hex.
 _HANDLE_KEY = re.compile(r"context|current|primary|pointer|handle|address|stream|kernel|function|global|module|"

@@ -65,8 +65,28 @@ SHARED_CRASH = _shared_lab("shared-crash", [("s1", "observe_pid", ()), ("s2", "c
 SHARED_HANG = _shared_lab("shared-hang", [("s1", "observe_pid", ()), ("s2", "hang_in_shared", ()),
                                           ("s3", "observe_pid", ())])
 
+
+def _seen_in(scenario: str):
+    def facts(observations):
+        return {"n": len(some(observations, "seen", scenario))}
+    return facts
+
+
+# Levels (ctxlab.levels): a node-health promise (level 1), a documented promise over an undefined-behaviour
+# scenario (level 2 by its kind), an observation (the full level); each claim has a scenario of its own.
+LEVELLED = Lab("levelled", "A question?", LabOptions, (
+    Claim("levelled.health", "A node-health promise.", "a source", "promise", ("health",), _seen_in("health"),
+          "{n} observations", lambda facts: facts["n"] == 1, level=1),
+    Claim("levelled.documented", "A documented promise.", "a source", "promise", ("undefined",),
+          _seen_in("undefined"), "{n} observations", lambda facts: facts["n"] >= 1),
+    Claim("levelled.observed", "What happens.", "a source", "observation", ("extra",), _seen_in("extra"),
+          "{n} observations")),
+    lambda options: [Scenario(n, "tests.fake_labs.targets:observe_pid", (n,), timeout=60, undefined=n == "undefined")
+                     for n in ("health", "undefined", "extra")], needs_gpu=False)
+
 REGISTRY = {"ok": "tests.fake_labs:OK", "crash": "tests.fake_labs:CRASH", "hang": "tests.fake_labs:HANG",
             "fails": "tests.fake_labs:FAILS", "broken-judge": "tests.fake_labs:BROKEN_JUDGE",
             "flaky": "tests.fake_labs:FLAKY", "timed": "tests.fake_labs:TIMED", "shared": "tests.fake_labs:SHARED",
             "shared-dirty": "tests.fake_labs:SHARED_DIRTY", "shared-crash": "tests.fake_labs:SHARED_CRASH",
-            "shared-hang": "tests.fake_labs:SHARED_HANG", "shared-dirty-slow": "tests.fake_labs:SHARED_DIRTY_SLOW"}
+            "shared-hang": "tests.fake_labs:SHARED_HANG", "shared-dirty-slow": "tests.fake_labs:SHARED_DIRTY_SLOW",
+            "levelled": "tests.fake_labs:LEVELLED"}

@@ -17,7 +17,8 @@ from ctxlab.labs.lifecycle.claims import CLAIMS, NAME, VIEWS
 __all__ = ["CLAIMS", "LAB", "NAME", "VIEWS", "first_context", "green_runtime"]
 
 LAB = Lab(NAME, "When, and by which calls, does the runtime create its context, and how do I get its handle?",
-          LabOptions, claims.CLAIMS, scenarios_in(f"{__name__}.scenarios"), views=VIEWS)
+          LabOptions, claims.CLAIMS, scenarios_in(f"{__name__}.scenarios"), views=VIEWS,
+          check_options={"trace": True})  # lifecycle.driver-calls-beneath needs the calls beneath each step
 
 # The scenario functions, loaded when first used (they import ctxlab's tracer and CUDA helpers).
 __getattr__ = exports(__name__, {"first_context": "scenarios", "green_runtime": "scenarios"})

@@ -146,7 +146,8 @@ def facts_calls_beneath(obs: Observations) -> dict:
     """The traced calls beneath cudaSetDevice; an untraced run cannot say."""
     o = _after(obs, "first-context", "cudaSetDevice")
     if not o.events:
-        raise Inapplicable("run with --trace to see the driver calls beneath each runtime call")
+        raise Inapplicable("not traced: the driver calls beneath each runtime call need the tracer (ctxlab "
+                           "lifecycle --trace; check traces this lab where CUPTI and a C compiler are)")
     return {"current_id": o.value["current_id"], "calls": "; ".join(o.events)[:600]}
 
 
@@ -206,11 +207,11 @@ CLAIMS = (
           "after cudaSetDevice, cuCtxGetCurrent returned {current} and cuDevicePrimaryCtxRetain {retained}; a "
           "cuMemAlloc allocation made there belongs to the primary context: {in_primary}, and CuPy read back what "
           "the driver wrote: {read}",
-          lambda f: f["same"] and f["read"] and f["in_primary"]),
+          lambda f: f["same"] and f["read"] and f["in_primary"], level=1),
     Claim("lifecycle.new-thread-has-no-context", "A new host thread starts with no current context.", CTX_STACK,
           "promise", ("threads",), facts_new_thread,
           "a new host thread's current context at start: {start}; cuCtxSynchronize there returned {status}",
-          lambda f: f["empty"] and f["status"] == "CUDA_ERROR_INVALID_CONTEXT"),
+          lambda f: f["empty"] and f["status"] == "CUDA_ERROR_INVALID_CONTEXT", level=1),
     Claim("lifecycle.new-thread-binds-primary",
           "The first runtime call on a new host thread binds the primary context of that thread's current device "
           "(device 0 unless it chose one), not a new context.", RUNTIME_INTEROP, "promise", ("threads",),
@@ -218,7 +219,7 @@ CLAIMS = (
           "after the first runtime call (cudaMalloc) on a new thread, its current context was {bound}; the primary "
           "context of its runtime device {device} is {primary}; the main thread had chosen device {main_device}; "
           "same context (handle and id) as the main thread: {same}",
-          lambda f: f["is_primary"]),
+          lambda f: f["is_primary"], level=1),
     Claim("lifecycle.set-device-flags-active",
           "cudaSetDeviceFlags fails with cudaErrorSetOnActiveProcess once the device is active (old text).",
           SET_FLAGS, "old-text", ("flags",), facts_flags,

@@ -25,7 +25,10 @@ __all__ = ["ARRAY_LEN", "CLAIMS", "GREEN", "LAB", "NAME", "MigrateOptions", "Rel
 
 LAB = Lab(NAME, "If a context belongs to a host thread, how do other threads reach it, and do pointers, "
                 "__device__ globals and streams follow it?", MigrateOptions, claims.CLAIMS,
-          scenarios_in(f"{__name__}.scenarios"))
+          scenarios_in(f"{__name__}.scenarios"),
+          # check relays all three kinds: the green-context claims are judged where the GPU has green contexts
+          # (elsewhere their scenarios say why not)
+          check_options={"context": "all"})
 
 # The scenario functions, loaded when first used (they import ctxlab's tracer and CUDA helpers).
 __getattr__ = exports(__name__, {"cupy_kernel_reverse": "scenarios", "concurrent_green": "green",

@@ -230,20 +230,21 @@ CLAIMS = (
           "{verified} of {handoffs} handoffs verified ({per_kind}): {mismatches} mismatches of pointer context, "
           "global address, stream context or values (first: {first}); final array and global as expected in "
           "{final_ok} of {kinds} relays",
-          lambda f: f["kinds_lost"] == 0),  # every handoff verified and the final values right, in every relay
+          # every handoff verified and the final values right, in every relay
+          lambda f: f["kinds_lost"] == 0, level=1),
     Claim("migrate.pointer-belongs-to-context",
           "CU_POINTER_ATTRIBUTE_CONTEXT names the context in which an allocation was made.", POINTER_ATTR,
           "promise", HANDOFF + CONCURRENT, _facts_pointer_context,
           "{allocations} cuMemAlloc allocations; {elsewhere} named a context other than the one current when they "
           "were made (first: {example})",
-          lambda f: f["elsewhere"] == 0),
+          lambda f: f["elsewhere"] == 0, level=1),
     Claim("migrate.current-on-several-threads",
           "A (non-green) context can be current on several host threads at the same time.", CTX_MGMT, "promise",
           CONCURRENT, _facts_several_threads,
           "{kinds} context kind(s) pushed on a second thread while current on the first: current on both in "
           "{current_on_both}, allocations and kernels on both threads worked in {worked_on_both} (global after "
           "two increments: {globals})",
-          lambda f: f["current_on_both"] == f["worked_on_both"] == f["kinds"]),
+          lambda f: f["current_on_both"] == f["worked_on_both"] == f["kinds"], level=1),
     Claim("migrate.cupy-current-context",
           "What CuPy does with the context current on the calling thread (pushed, created, shared).", NO_DOC,
           "observation", HANDOFF + CONCURRENT + ("cupy-caches",), _facts_cupy_current,
@@ -257,7 +258,7 @@ CLAIMS = (
           "{threads} thread(s) with no context made a first runtime call (cudaMalloc): {bound_primary} got their "
           "device's primary context current, {in_primary} allocations belong to it, {in_owner_context} to a "
           "cuCtxCreate context current on another thread ({devices})",
-          lambda f: f["bound_primary"] == f["in_primary"] == f["threads"]),
+          lambda f: f["bound_primary"] == f["in_primary"] == f["threads"], level=1),
     Claim("migrate.driver-call-without-context",
           "A driver call that needs a context returns CUDA_ERROR_INVALID_CONTEXT on a thread with no context "
           "current ('no context bound to the current thread').", INVALID_CONTEXT, "promise", UNBOUND,

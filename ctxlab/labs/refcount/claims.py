@@ -331,7 +331,7 @@ CLAIMS = (
           facts_runtime_reference,
           "with CuPy's runtime initialised, over {runs}: releases the driver accepted beyond the lab's "
           "{lab_retains} retains: {extra}; the release after them returned {refused}",
-          lambda f: f["without"] == 0),
+          lambda f: f["without"] == 0, level=1),
     Claim("refcount.reference-per-runtime-copy",
           "How many references the primary context holds when several copies of the runtime are initialised.",
           NO_DOC, "observation", RUNTIME_SCENARIOS, facts_reference_per_copy,
@@ -342,7 +342,7 @@ CLAIMS = (
           "over {runs} releasing past the lab's retains: the primary context stayed active while "
           "references were left in {alive}, was inactive after the last accepted release in {inactive}; the "
           "release after it returned {refused}",
-          lambda f: f["alive"] == f["inactive"] == f["repeats"] and f["accepted_all"] == 0),
+          lambda f: f["alive"] == f["inactive"] == f["repeats"] and f["accepted_all"] == 0, level=1),
     Claim("refcount.after-last-release",
           "What the runtime and earlier data see after the primary context was released to zero under it.",
           NO_DOC, "observation", PAST_ZERO, facts_after_last_release,
