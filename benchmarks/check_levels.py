@@ -1,9 +1,11 @@
 """Time ``ctxlab check`` at each level and compare each lower level's verdicts with the full check's.
 
-    python benchmarks/check_levels.py OUTDIR [--runs 3] [--levels 3,1,2]
+    python benchmarks/check_levels.py OUTDIR [--runs 3] [--levels 3,1,2] [--full-runs 1]
 
 Runs the whole command (``python -m ctxlab check --level L --json ...``, interpreter start included, as a
-HealthCheckProgram pays for it) ``--runs`` times per level, alternating the levels, on one GPU. The first
+HealthCheckProgram pays for it) ``--runs`` times per level (level 3 ``--full-runs`` times), alternating the
+levels, on one GPU; each check orders its jobs by the last one's timings (harness.timing_cache), as a node
+running its health check again and again does. The first
 full-level run's files (check.json, check.xml, check.md) are the full check. Writes OUTDIR/levels.json: each
 level's wall seconds (every run, median), its counts of judged, unjudged and skipped claims, and
 ``differences``: every claim a lower level judged whose verdict differs from the full check's (the promise of
@@ -54,6 +56,8 @@ def main() -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--runs", type=positive, default=3)
     parser.add_argument("--levels", type=_levels, default=[3, 1, 2])
+    parser.add_argument("--full-runs", type=positive, default=None,
+                        help="runs of level 3 (default: --runs); the first of each index is its comparison")
     args = parser.parse_args()
     if refuse_without_gpu("check_levels"):
         return 2
@@ -61,7 +65,9 @@ def main() -> int:
     from ctxlab.suite import level_differences
 
     args.out.mkdir(parents=True, exist_ok=True)
-    runs = [_run(level, args.out, index) for index in range(args.runs) for level in args.levels]
+    full_runs = args.full_runs or args.runs
+    runs = [_run(level, args.out, index) for index in range(max(args.runs, full_runs)) for level in args.levels
+            if index < (full_runs if level == 3 else args.runs)]
     loaded = {(r["level"], r["run"]): ctxlab.load(args.out / r["json"]) for r in runs}
     full = loaded[(3, 0)]
     shutil.copyfile(args.out / "level3-run0.json", args.out / "check.json")  # the full check, as labs/results/

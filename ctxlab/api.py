@@ -121,7 +121,7 @@ def deciding_options(lab: Lab) -> dict[str, Any]:
     """The options under which ``check`` runs ``lab`` (``Lab.check_options``), but those whose instrument is
     missing here: tracing without CUPTI or a C compiler would break every scenario, where untraced only the
     claims that need the trace read skipped, naming what they need."""
-    from ctxlab.tracing.tracer import trace_missing
+    from ctxlab.tracing.missing import trace_missing
 
     chosen = dict(lab.check_options)
     if chosen.get("trace") and trace_missing() is not None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 
 from ctxlab.harness.pool import Scheduled, critical_path, run_plans
 from ctxlab.harness.runner import plan
+from ctxlab.harness.timing_cache import load_timings, save_timings
 from ctxlab.lab import DEFAULT_REPEATS, LabOptions
 from ctxlab.labs import LABS, UnknownLab, get_lab
 from ctxlab.levels import FULL
@@ -63,7 +64,8 @@ def run_check(names: list[str] | None, devices: list[int], timeout: float | None
     """Every lab in ``names`` (default: all) on every GPU in ``devices``, in that order.
 
     Every scenario of every lab runs in one pool of ``jobs`` child processes at a time (default: the
-    cores, at most 8); a ``baseline`` run's timings order them longest first. A lab whose own code breaks becomes a
+    cores, at most 8); a ``baseline`` run's timings order them longest first (without one, the timings of the
+    last checks on this machine: ``harness.timing_cache``). A lab whose own code breaks becomes a
     result holding that error. ``schedule`` receives when each job ran (``check --profile``). ``options``
     (lab name -> device -> options, as ``ctxlab.api.check`` validated them) are used as given.
     """
@@ -81,8 +83,12 @@ def run_check(names: list[str] | None, devices: list[int], timeout: float | None
                 broken[(name, device)] = _error_result(name, device, exc, time.perf_counter() - t)
                 if progress:
                     progress(broken[(name, device)])
-    durations = {(r.lab, scenario): seconds for r in baseline or () for scenario, seconds in r.timings.items()}
+    if baseline is not None:
+        durations = {(r.lab, scenario): seconds for r in baseline for scenario, seconds in r.timings.items()}
+    else:  # the last checks on this machine (harness.timing_cache): longest first from the second run on
+        durations = load_timings()
     ran = run_plans(plans, width=jobs, durations=durations, on_result=progress, schedule=schedule)
+    save_timings(ran)
     by_key = {(r.lab, p.options.device): r for p, r in zip(plans, ran, strict=True)} | broken
     return [by_key[(name, device)] for name in names or list(registry) for device in devices]
 

@@ -10,9 +10,11 @@
 #                                         compute-sanitizer on the whole corpus (benchmarks/realworld_sanitizer.py)
 #   scripts/gpu-verify.sh levels OUTDIR   check at levels 3, 1 and 2, alternating, three runs each, compared
 #                                         (benchmarks/check_levels.py), then a full check with cupti-python hidden
+#   TESTS="..." scripts/gpu-verify.sh again OUTDIR   the GPU tests named (after a fix), then the levels with
+#                                         one full check
 set -uo pipefail
-part=${1:?usage: scripts/gpu-verify.sh corpus|suite|stress OUTDIR}
-out=${2:?usage: scripts/gpu-verify.sh corpus|suite|stress OUTDIR}
+part=${1:?usage: scripts/gpu-verify.sh corpus|suite|stress|levels|again OUTDIR}
+out=${2:?usage: scripts/gpu-verify.sh corpus|suite|stress|levels|again OUTDIR}
 cd "$(dirname "$0")/.."
 . scripts/gpu-env.sh
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
@@ -25,6 +27,15 @@ case "$part" in
     PLAIN=1 bash scripts/gpu-audit-corpus.sh "$work" 2>&1 | tee "$work/corpus.log" | tail -80
     python3 benchmarks/realworld_score.py "$work/audit" --summary "$work/audit/summary.tsv" \
       --json "$work/realworld.json" 2>&1 | tee "$work/score.log" | tail -20 || status=1
+    ;;
+  again)  # the GPU tests named in TESTS (after a fix), then the levels with one full check (FULL_RUNS=1)
+    TESTS=${TESTS:?name the tests}
+    timeout -s INT 330 python3 -m pytest -ra -p no:cacheprovider --durations=10 $TESTS 2>&1 \
+      | tee "$work/pytest-again.log" | tail -30
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    timeout -s INT 240 python3 benchmarks/check_levels.py "$work/levels" --runs 3 --full-runs 1 --levels 3,1,2 2>&1 \
+      | tee "$work/levels.log" | tail -12
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     ;;
   suite)
     mkdir -p "$work/results"
@@ -42,7 +53,7 @@ case "$part" in
       --json "$work/sanitizer.json" 2>&1 | tee "$work/sanitizer.log" | tail -20
     ;;
   levels)
-    timeout -s INT 420 python3 benchmarks/check_levels.py "$work/levels" --runs 3 --levels 3,1,2 2>&1 \
+    timeout -s INT 420 python3 benchmarks/check_levels.py "$work/levels" --runs 3 --full-runs "${FULL_RUNS:-3}" --levels 3,1,2 2>&1 \
       | tee "$work/levels.log" | tail -12
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     # cupti-python hidden: the same wheels but cupti's, on a path of their own

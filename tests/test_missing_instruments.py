@@ -62,6 +62,7 @@ def test_lifecycle_untraced_skips_the_driver_calls_beneath_and_keeps_the_rest():
     run = _runs()["lifecycle"]
     untraced = [dataclasses.replace(o, events=()) for o in run.observations]
     moved = _changed_only_to_skipped(run, untraced, "not traced")
+    assert "lifecycle.driver-calls-beneath" in moved  # the recording is traced: hiding the trace bites
     before = {cid: c.verdict for cid, c in _rejudge(run, run.observations).items()}
     after = _rejudge(run, untraced)
     assert all(after[cid].verdict == before[cid] for cid in before if cid not in moved)

@@ -78,13 +78,14 @@ def visible_gpus() -> int:
 # ---------------------------------------------------------------- on every machine
 
 def selected_scenarios(run) -> list:
-    """The scenarios (``ctxlab.lab.Scenario``) the run's recorded options select."""
+    """The scenarios (``ctxlab.lab.Scenario``) the run's recorded options select (at its check level)."""
+    from ctxlab.harness.runner import plan
     from ctxlab.labs import get_lab
 
     lab = get_lab(run.lab)
     known = {f.name for f in dataclasses.fields(lab.options)}
     options = lab.make_options(**{k: v for k, v in run.options.items() if k in known})
-    return list(lab.scenarios(options))
+    return list(plan(lab, options).scenarios)
 
 
 def invariant_problems(run) -> list[str]:
@@ -98,7 +99,8 @@ def invariant_problems(run) -> list[str]:
     seen: dict[str, set] = {}
     for o in run.observations:
         seen.setdefault(o.scenario, set()).add(o.repeat)
-    repeats = int(run.options.get("repeats", 1))
+    level = run.options.get("level", 3)
+    repeats = int(run.options.get("repeats", 1)) if level == 3 else 1  # below 3 each scenario runs once
     for scenario in selected_scenarios(run):
         if scenario.name not in seen:
             problems.append(f"scenario {scenario.name} was selected and recorded nothing")
@@ -111,10 +113,14 @@ def invariant_problems(run) -> list[str]:
             problems.append(f"scenario {scenario.name}: repeats {missing} of {repeats} recorded nothing")
     problems += _all_skipped(run)
     got = {c.id: c for c in run.claims}
-    problems += [f"{cid}: missing from the run (the lab's catalogue has it)"
-                 for cid in (c.id for c in ctxlab.claims(run.lab)) if cid not in got]
+    catalogue = {c.id: c for c in ctxlab.claims(run.lab)}
+    problems += [f"{cid}: missing from the run (the lab's catalogue has it)" for cid in catalogue if cid not in got]
     for claim in run.claims:
-        if claim.verdict == "skipped" and not claim.evidence.strip():
+        lowest = catalogue[claim.id].lowest_level if claim.id in catalogue else 3
+        if claim.verdict == "unjudged" or lowest > level:
+            if (claim.verdict == "unjudged") != (lowest > level):
+                problems.append(f"{claim.id}: {claim.verdict} at level {level}; its lowest level is {lowest}")
+        elif claim.verdict == "skipped" and not claim.evidence.strip():
             problems.append(f"{claim.id}: skipped without a reason")
         elif claim.verdict not in ALLOWED.get(claim.kind, set()):
             problems.append(f"{claim.id}: {claim.verdict} ({claim.kind}): {claim.evidence}")
@@ -154,10 +160,12 @@ def assert_invariants(run) -> None:
 def expected_for(run, table: dict, traced: bool = False, gpus: int | None = None) -> dict[str, str]:
     """The verdict ``table`` expects for each claim of the run's lab: a claim none of whose scenarios the
     run's options select (migrate's green claims under the default ``--context both``) is ``skipped``; so is a
-    claim that needs two GPUs where ``gpus`` (default: this machine's) is fewer."""
+    claim that needs two GPUs where ``gpus`` (default: this machine's) is fewer; a claim above the run's check
+    level is ``unjudged``. A run made with ``trace`` (check traces lifecycle where it can) is judged traced."""
     import ctxlab
 
     catalogue = ctxlab.claims(run.lab)
+    traced = traced or bool(run.options.get("trace"))
     expected = {**table["verdicts"], **(table.get("traced", {}) if traced else {})}
     if (gpus if gpus is not None else visible_gpus()) < 2:
         expected.update(dict.fromkeys(table.get("needs_two_gpus", {}).get("claims", ()), "skipped"))
@@ -165,7 +173,10 @@ def expected_for(run, table: dict, traced: bool = False, gpus: int | None = None
     out = {}
     for claim in catalogue:
         verdict = expected.get(claim.id)
-        out[claim.id] = "skipped" if verdict is not None and not set(claim.scenarios) & selected else verdict
+        if verdict is not None and claim.lowest_level > run.options.get("level", 3):
+            verdict = "unjudged"
+        out[claim.id] = "skipped" if verdict not in (None, "unjudged") and not set(claim.scenarios) & selected \
+            else verdict
     return out
 
 
