@@ -1,6 +1,7 @@
 """Drift compares what a run decided, not the values of one run (issue 25).
 
-Two runs of the same code on the H200 (labs/results/check.json, and the run before it whose evidence
+Two runs of the same code on the H200 (labs/results/drift/check-issue25.json, the full check of that day, and
+the run before it whose evidence
 labs/results/check-profile.txt's ``drift:`` lines quote as "was") differ only in Numba's context handle and in
 the wrong values an unordered hand-over read: 0 drifts. A change of verdict, of an error's name or of an
 outcome's class is still drift.
@@ -23,8 +24,11 @@ DRIFT_LINE = re.compile(r"drift: (?P<id>\S+) on GPU (?P<device>\d+): observed ou
                         r"\(was (?P<was>.*)\)$")
 
 
+RECORDING = "drift/check-issue25.json"  # the check whose drift lines check-profile.txt keeps
+
+
 def check_runs():
-    return parse_runs(recorded("check.json"), "check.json")
+    return parse_runs(recorded(RECORDING), RECORDING)
 
 
 def earlier_evidence() -> dict[str, tuple[str, str]]:

@@ -20,6 +20,7 @@ from tests.conftest import RESULTS
 ROOT = Path(__file__).resolve().parent.parent
 FLEET = ROOT / "fleet"
 HOLDS = RESULTS / "check.json"  # recorded on an H200: nothing fails
+HOLDS_CLAIMS = sum(len(run["claims"]) for run in json.loads(HOLDS.read_text())["runs"])
 UNABLE = RESULTS / "fleet" / "check-no-gpu.json"  # this CPU machine's own record
 
 
@@ -81,7 +82,7 @@ NPD = FLEET / "kubernetes" / "ctxlab-npd-plugin.sh"
 
 
 @pytest.mark.parametrize(("case", "status", "start"), [
-    ("holds", 0, "ctxlab: ok: 136 claims on NVIDIA H200"), ("fails", 1, "ctxlab: fails: refcount."),
+    ("holds", 0, f"ctxlab: ok: {HOLDS_CLAIMS} claims on NVIDIA H200"), ("fails", 1, "ctxlab: fails: refcount."),
     ("unable", 1, "ctxlab: cannot run: no-"), ("missing", 2, "ctxlab: unknown:"), ("stale", 2, "ctxlab: unknown:"),
     ("garbage", 2, "ctxlab: unknown:")])
 def test_npd_plugin_exit_codes_and_message(tmp_path, case, status, start):
@@ -121,6 +122,7 @@ def test_npd_config_and_daemonset_fit_together():
     assert spec["volumes"][0]["hostPath"]["path"] == "/var/lib/ctxlab"
     assert container["volumeMounts"][0]["mountPath"] == "/var/lib/ctxlab"
     assert "--json /var/lib/ctxlab/ctxlab.json" in container["args"][0]  # what the plugin reads by default
+    assert "ctxlab check --level 1 " in container["args"][0]  # node health, in seconds
     assert "/var/lib/ctxlab/ctxlab.json" in NPD.read_text()
     assert daemonset["spec"]["selector"]["matchLabels"] == daemonset["spec"]["template"]["metadata"]["labels"]
 
@@ -155,10 +157,28 @@ def test_slurm_health_check_runs_check_when_no_result_and_drains_a_node_that_can
     done = run_script(HEALTH, tmp_path, {"CTXLAB_RESULT": str(target), "CTXLAB_TEXTFILES": str(tmp_path)})
     assert done.returncode == 0, done.stderr
     (ran,) = log(tmp_path, "ctxlab")
-    assert ran == (f"check --only lifecycle,refcount --json {target} --openmetrics {tmp_path}/ctxlab.prom "
-                   "--output /dev/null")
+    assert ran == (f"check --level 1 --json {target} --openmetrics {tmp_path}/ctxlab.prom --output /dev/null")
     (call,) = log(tmp_path, "scontrol")
     assert call.startswith("update NodeName=gpu-node-7 State=DRAIN Reason=ctxlab: cannot run: no-")
+
+
+def test_slurm_health_check_runs_the_level_and_labs_it_is_given(tmp_path):
+    fake_bin(tmp_path, result=HOLDS)
+    target = tmp_path / "ctxlab.json"
+    done = run_script(HEALTH, tmp_path, {"CTXLAB_RESULT": str(target), "CTXLAB_LEVEL": "2",
+                                         "CTXLAB_ONLY": "lifecycle,refcount"})
+    assert done.returncode == 0, done.stderr
+    assert log(tmp_path, "ctxlab") == [f"check --level 2 --only lifecycle,refcount --json {target} --output /dev/null"]
+
+
+def test_the_recipes_say_why_they_use_level_one():
+    for recipe in (HEALTH, METRICS, FLEET / "kubernetes" / "ctxlab-daemonset.yaml"):
+        text = recipe.read_text()
+        assert "--level 1" in text or 'CTXLAB_LEVEL:-1' in text, recipe
+    for recipe in (HEALTH, METRICS):
+        assert "node health" in recipe.read_text() or "a node must keep" in recipe.read_text()
+    workflow = (ROOT / ".github" / "workflows" / "fleet.yml").read_text()
+    assert "--level" not in workflow or "--level 3" in workflow  # CI runs the full check
 
 
 def test_slurm_health_check_out_of_time_drains_nothing(tmp_path):
@@ -193,7 +213,7 @@ def test_metrics_script_passes_the_paths(tmp_path):
     fake_bin(tmp_path, result=HOLDS)
     done = run_script(METRICS, tmp_path, {"CTXLAB_ARGS": "-d all"}, str(tmp_path / "tf"), str(tmp_path / "st"))
     assert done.returncode == 0, done.stderr
-    assert log(tmp_path, "ctxlab") == [f"check -d all --openmetrics {tmp_path}/tf/ctxlab.prom --json "
+    assert log(tmp_path, "ctxlab") == [f"check --level 1 -d all --openmetrics {tmp_path}/tf/ctxlab.prom --json "
                                        f"{tmp_path}/st/ctxlab.json --output {tmp_path}/st/ctxlab.txt"]
 
 

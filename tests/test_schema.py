@@ -76,6 +76,8 @@ OTHER_KINDS = {
         lambda d: {"environment", "rounds", "batches"} <= d.keys(),
     "benchmark figures: what ctxlab audit costs a whole program (benchmarks/audit_overhead.py)":
         lambda d: set(d) == {"environment", "programs"} and all("ratio" in p for p in d["programs"]),
+    "benchmark figures: check at each level against the full check (benchmarks/check_levels.py)":
+        lambda d: {"environment", "runs", "levels", "differences"} <= d.keys(),
     "timings of ctxlab check (wall seconds, per lab)":
         lambda d: {"wall_seconds", "labs"} <= d.keys() and "schema" not in d,
     "benchmark figures: report merge over a fleet's files (benchmarks/merge_fleet.py)":

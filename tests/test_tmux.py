@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import recorded
+
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = {"show-check": ["show", "labs/results/check.json"], "claims": ["claims"]}
 DONE = "__ctxlab_done__"
@@ -64,7 +66,8 @@ def test_every_line_fits_the_terminal(tmp_path, name, width):
     if width == 200:  # the width is used: rows, not a stacked column of 80
         assert max(len(line) for line in lines) > 150
     if name == "show-check":
-        assert lines[0].startswith("migrate on NVIDIA H200") and "summary: 6 lab run(s), 136 claims" in text
+        claims = sum(len(run["claims"]) for run in recorded("check.json")["runs"])
+        assert lines[0].startswith("migrate on NVIDIA H200") and f"summary: 6 lab run(s), {claims} claims" in text
         assert "timeline" not in text
     else:
         assert "claims" in lines[0] and "migrate.state-follows-context" in text

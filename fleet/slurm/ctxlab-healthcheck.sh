@@ -5,11 +5,13 @@
 #   slurm.conf:  HealthCheckProgram=/usr/local/sbin/ctxlab-healthcheck.sh
 #                HealthCheckInterval=3600
 #
-# slurmd kills a HealthCheckProgram after 60 seconds, and a full `ctxlab check` takes about a minute on an
-# H200, so by default this reads the result the timer (fleet/node-exporter) wrote, CTXLAB_RESULT
-# (default /var/lib/ctxlab/ctxlab.json), when it is younger than CTXLAB_MAX_AGE seconds (default 86400).
-# Otherwise it runs check itself within CTXLAB_TIME_LIMIT seconds (default 50) on the labs in CTXLAB_ONLY
-# (default lifecycle,refcount), writing the result and, with CTXLAB_TEXTFILES, the metrics file.
+# slurmd kills a HealthCheckProgram after 60 seconds, and a full `ctxlab check` (level 3) takes about a minute
+# on an H200, so this reads the result the timer (fleet/node-exporter) wrote, CTXLAB_RESULT (default
+# /var/lib/ctxlab/ctxlab.json), when it is younger than CTXLAB_MAX_AGE seconds (default 86400). Otherwise
+# it runs `ctxlab check --level 1` itself (CTXLAB_LEVEL; 3.8 s on an H200, docs/fleet.md): the promises a
+# context handoff rests on, which is what a node must keep to take jobs; the rest are a fleet report's, not
+# a drain's. It runs within CTXLAB_TIME_LIMIT seconds (default 50), on the labs in CTXLAB_ONLY when set,
+# writing the result and, with CTXLAB_TEXTFILES, the metrics file.
 # A check that runs out of time drains nothing (unknown is not a problem); a failing claim or a node
 # that cannot run is drained with the reason "ctxlab: ...". Only nodes whose reason starts with ctxlab:
 # are resumed. CTXLAB, CTXLAB_PYTHON, SCONTROL and NODENAME replace the commands and the node's name.
@@ -26,7 +28,9 @@ if [ "$status" -eq 2 ]; then  # no recent result: run the short check now, withi
     mkdir -p "$(dirname "$result")"
     metrics=()
     if [ -n "${CTXLAB_TEXTFILES:-}" ]; then metrics=(--openmetrics "$CTXLAB_TEXTFILES/ctxlab.prom"); fi
-    timeout "${CTXLAB_TIME_LIMIT:-50}" "${CTXLAB:-ctxlab}" check --only "${CTXLAB_ONLY:-lifecycle,refcount}" \
+    only=()
+    if [ -n "${CTXLAB_ONLY:-}" ]; then only=(--only "$CTXLAB_ONLY"); fi
+    timeout "${CTXLAB_TIME_LIMIT:-50}" "${CTXLAB:-ctxlab}" check --level "${CTXLAB_LEVEL:-1}" "${only[@]}" \
         --json "$result" "${metrics[@]}" --output /dev/null
     ran=$?
     if [ "$ran" -eq 124 ] || [ "$ran" -eq 137 ]; then
