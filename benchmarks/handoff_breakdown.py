@@ -8,32 +8,26 @@ C++ (``benchmarks/native_relay.cu``, built with nvcc when this runs).
 
 Needs a GPU (and nvcc for the native figures). Prints microseconds per operation
 (median of 5 batches), then ctxlab's and the native verified handoffs per second
-and their ratio. The native relay runs with each of its hand-overs (a condition
-variable per thread; an atomic turn counter polled with yield; a condition
-variable per thread with every thread on one core); the ratio is taken against
-the fastest.
+and their ratio. The native relay runs with each of its hand-overs
+(``native_build.NATIVE_MODES``); the ratio is taken against the fastest.
+``relay_vs_native.py`` gives the ratio at 32 threads as pairs that alternate.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
-import glob
 import json
-import os
 import queue
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 from common import positive, refuse_without_gpu
+from native_build import NATIVE_MODES, build_native, native_rate
 
 THREADS = (2, 8, 32)
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def timed(fn, n: int) -> float:
@@ -46,9 +40,8 @@ def timed(fn, n: int) -> float:
     return statistics.median(batches)
 
 
-def ping_pong(n: int) -> float:
-    a: queue.SimpleQueue[int] = queue.SimpleQueue()
-    b: queue.SimpleQueue[int] = queue.SimpleQueue()
+def ping_pong(n: int, inbox=queue.SimpleQueue) -> float:
+    a, b = inbox(), inbox()
 
     def echo():
         for _ in range(n):
@@ -62,37 +55,6 @@ def ping_pong(n: int) -> float:
         b.get()
     thread.join()
     return (time.perf_counter() - t) / (2 * n) * 1e6  # one handoff = one direction
-
-
-def build_native() -> tuple[str | None, str]:
-    """The native relay built with nvcc: (path, how), or (None, why not)."""
-    nvcc = shutil.which("nvcc") or next(iter(glob.glob("/usr/local/cuda*/bin/nvcc")), None)
-    if not nvcc:
-        return None, "nvcc not found"
-    work = tempfile.mkdtemp(prefix="ctxlab-native-relay-")
-    binary = os.path.join(work, "native_relay")
-    stubs = os.path.join(os.path.dirname(os.path.dirname(nvcc)), "lib64", "stubs")
-    last = ""
-    for arch in (["-arch=native"], []):
-        for link in (["-lcuda"], [f"-L{stubs}", "-lcuda"]):
-            cmd = [nvcc, "-O2", "-std=c++17", *arch, "-o", binary, os.path.join(HERE, "native_relay.cu"), *link]
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-            if done.returncode == 0:  # the command as recorded: nvcc's flags, the source relative to the repository
-                return binary, " ".join(["nvcc", "-O2", "-std=c++17", *arch, "benchmarks/native_relay.cu", *link])
-            last = done.stderr.strip()[-300:]
-    return None, f"nvcc failed: {last}"
-
-
-# a condition variable per thread; an atomic turn counter polled with yield; cv with the threads on one core
-NATIVE_MODES = ("cv", "spin", "cv1")
-
-
-def native_rate(binary: str, threads: int, rounds: int, mode: str) -> dict:
-    """One run of the native relay: its JSON line (verified handoffs per second and the checks)."""
-    done = subprocess.run([binary, str(threads), str(rounds), mode], capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"native relay ({threads} threads) exited {done.returncode}: {done.stderr.strip()}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:
@@ -110,6 +72,7 @@ def main() -> int:
     from ctxlab.cuda import driver as drv
     from ctxlab.cuda.environment import capture, init_driver
     from ctxlab.cuda.kernels import VERIFY_THREADS, ProbeModule
+    from ctxlab.harness.threads import _Inbox
     from ctxlab.labs.migrate import ARRAY_LEN
 
     driver = init_driver()
@@ -140,6 +103,7 @@ def main() -> int:
         "pop + push": timed(push_pop, n),
         "verify_and_update + stream sync": timed(launch_and_sync, n),
         "thread handoff (SimpleQueue)": ping_pong(n * 5),
+        "thread handoff (Choreography's inbox)": ping_pong(n * 5, _Inbox),
     }
     # The relay itself as migrate runs it, by number of threads: verified and bare handoffs per second.
     from ctxlab.labs.migrate import handoff as run_relay

@@ -10,20 +10,31 @@
 // pop (checking the handle), and hand over to the next thread. At the end every
 // element and the global are checked.
 //
-// Two ways to hand over, so that ctxlab is compared with the faster native one:
-//   cv    each thread sleeps on its own condition variable; a handoff wakes exactly
-//         the next thread (what ctxlab's relay does, one Event per thread)
-//   spin  one atomic turn counter; each thread polls it, yielding the CPU between
-//         polls (no sleep, no wakeup: the next thread sees its turn on its next poll)
-//   cv1   cv, with every thread pinned to one core (only one of them runs at a time,
-//         so a handoff is a switch on a core whose caches hold the relay's data)
+// As in ctxlab's relay, the kernel is launched as soon as the context is current and the host
+// checks run while it does; the results are checked after the stream is synchronised.
+//
+// Ways to hand over, so that ctxlab is compared with the fastest native one:
+//   cv      each thread sleeps on its own condition variable; a handoff wakes exactly
+//           the next thread
+//   spin    one atomic turn counter; each thread polls it, yielding the CPU between
+//           polls (no sleep, no wakeup: the next thread sees its turn on its next poll)
+//   futex   each thread sleeps on its own futex word; a handoff sets the next word and
+//           wakes that thread (one system call each side, no mutex)
+//   cv1, futex1   cv or futex with every thread pinned to one core (only one of them
+//           runs at a time, so a handoff is a switch on a core whose caches hold the
+//           relay's data: what ctxlab's relay does)
+// The context: the device's primary context bound by the runtime, or one made with cuCtxCreate.
 //
 //   nvcc -O2 -std=c++17 -o native_relay benchmarks/native_relay.cu -lcuda
-//   ./native_relay THREADS ROUNDS [cv|spin|cv1]  -> one line of JSON (its "core": cv1's core, else -1)
+//   ./native_relay THREADS ROUNDS [MODE] [primary|created]  -> one line of JSON (its "core": the
+//   core of a pinned mode, else -1)
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -48,11 +59,23 @@ static void fail(const char* what, int code) {
 #define DRV(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) fail(#call, (int)r_); } while (0)
 #define RT(call) do { cudaError_t r_ = (call); if (r_ != cudaSuccess) fail(#call, (int)r_); } while (0)
 
-struct Turn {  // one condition variable per thread: a handoff wakes exactly the next thread
+struct Turn {  // one condition variable or futex word per thread: a handoff wakes exactly the next thread
     std::mutex m;
     std::condition_variable cv;
     bool go = false;
+    std::atomic<int> word{0};
 };
+
+static void futex_wait_for(std::atomic<int>& word) {
+    while (word.load(std::memory_order_acquire) == 0)
+        syscall(SYS_futex, reinterpret_cast<int*>(&word), FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
+    word.store(0, std::memory_order_relaxed);
+}
+
+static void futex_wake(std::atomic<int>& word) {
+    word.store(1, std::memory_order_release);
+    syscall(SYS_futex, reinterpret_cast<int*>(&word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
 
 struct Relay {
     CUcontext ctx = nullptr;
@@ -80,6 +103,8 @@ static bool handoff(Relay& s) {
     DRV(cuCtxPushCurrent(s.ctx));
     DRV(cuCtxGetCurrent(&cur));
     ok &= cur == s.ctx;
+    verify_and_update<<<1, BLOCK, 0, s.stream>>>(s.a, N, K, s.out_dev);  // runs while the host checks
+    RT(cudaGetLastError());
     ok &= pointer_context((CUdeviceptr)s.a) == s.ctx;
     ok &= pointer_context(s.dptr) == s.ctx;
     void* address = nullptr;
@@ -88,7 +113,6 @@ static bool handoff(Relay& s) {
     CUcontext stream_ctx = nullptr;
     DRV(cuStreamGetCtx((CUstream)s.stream, &stream_ctx));
     ok &= stream_ctx == s.ctx;
-    verify_and_update<<<1, BLOCK, 0, s.stream>>>(s.a, N, K, s.out_dev);
     RT(cudaStreamSynchronize(s.stream));
     ok &= s.out_host[0] == s.sum && s.out_host[1] == s.global;
     s.sum += N;
@@ -100,13 +124,24 @@ static bool handoff(Relay& s) {
 }
 
 int main(int argc, char** argv) {
-    if (argc != 3 && argc != 4) { std::fprintf(stderr, "usage: native_relay THREADS ROUNDS [cv|spin|cv1]\n"); return 2; }
+    if (argc < 3 || argc > 5) {
+        std::fprintf(stderr, "usage: native_relay THREADS ROUNDS [cv|spin|futex|cv1|futex1] [primary|created]\n");
+        return 2;
+    }
     const int threads = std::atoi(argv[1]), rounds = std::atoi(argv[2]);
     if (threads < 1 || rounds < 1) { std::fprintf(stderr, "native_relay: THREADS and ROUNDS must be >= 1\n"); return 2; }
-    const char* mode = argc == 4 ? argv[3] : "cv";
-    const bool spin = std::strcmp(mode, "spin") == 0, one_core = std::strcmp(mode, "cv1") == 0;
-    if (!spin && !one_core && std::strcmp(mode, "cv") != 0) {
-        std::fprintf(stderr, "native_relay: mode must be cv, spin or cv1\n");
+    const char* mode = argc >= 4 ? argv[3] : "cv";
+    const char* kind = argc == 5 ? argv[4] : "primary";
+    const bool spin = std::strcmp(mode, "spin") == 0;
+    const bool futex = std::strcmp(mode, "futex") == 0 || std::strcmp(mode, "futex1") == 0;
+    const bool one_core = std::strcmp(mode, "cv1") == 0 || std::strcmp(mode, "futex1") == 0;
+    if (!spin && !futex && std::strcmp(mode, "cv") != 0 && std::strcmp(mode, "cv1") != 0) {
+        std::fprintf(stderr, "native_relay: mode must be cv, spin, futex, cv1 or futex1\n");
+        return 2;
+    }
+    const bool created = std::strcmp(kind, "created") == 0;
+    if (!created && std::strcmp(kind, "primary") != 0) {
+        std::fprintf(stderr, "native_relay: the context must be primary or created\n");
         return 2;
     }
     const int core = one_core ? sched_getcpu() : -1;  // cv1: the core the relay's threads share
@@ -114,9 +149,20 @@ int main(int argc, char** argv) {
     std::atomic<bool> unpinned{false};
 
     Relay s;
-    RT(cudaSetDevice(0));
-    RT(cudaFree(0));  // the runtime binds the primary context, as ctxlab's primary relay does
-    DRV(cuCtxGetCurrent(&s.ctx));
+    if (created) {  // cuCtxCreate makes it current; the runtime calls below then use it
+        CUdevice dev = 0;
+        DRV(cuInit(0));
+        DRV(cuDeviceGet(&dev, 0));
+#if CUDA_VERSION >= 13000
+        DRV(cuCtxCreate(&s.ctx, nullptr, 0, dev));
+#else
+        DRV(cuCtxCreate(&s.ctx, 0, dev));
+#endif
+    } else {
+        RT(cudaSetDevice(0));
+        RT(cudaFree(0));  // the runtime binds the primary context, as ctxlab's primary relay does
+        DRV(cuCtxGetCurrent(&s.ctx));
+    }
     std::vector<long long> initial(N);
     for (int i = 0; i < N; ++i) { initial[i] = 7LL * i + 11; s.sum += initial[i]; }
     RT(cudaMalloc(&s.a, N * sizeof(long long)));
@@ -153,6 +199,14 @@ int main(int argc, char** argv) {
                     turn.store(mine + 1, std::memory_order_release);
                     continue;
                 }
+                if (futex) {
+                    futex_wait_for(turns[i].word);
+                    bool ok = handoff(s);
+                    s.verified += ok;
+                    s.mismatches += !ok;
+                    if ((long long)r * threads + i + 1 < total) futex_wake(turns[(i + 1) % threads].word);
+                    continue;
+                }
                 {
                     std::unique_lock<std::mutex> lock(turns[i].m);
                     turns[i].cv.wait(lock, [&] { return turns[i].go; });
@@ -172,13 +226,15 @@ int main(int argc, char** argv) {
     }
     if (spin) {
         turn.store(0, std::memory_order_release);
+    } else if (futex) {
+        futex_wake(turns[0].word);
     } else {
         std::lock_guard<std::mutex> lock(turns[0].m);
         turns[0].go = true;
         turns[0].cv.notify_one();
     }
     for (auto& w : workers) w.join();
-    if (unpinned) { std::fprintf(stderr, "native_relay: cv1: a thread could not be pinned to core %d\n", core); return 1; }
+    if (unpinned) { std::fprintf(stderr, "native_relay: %s: a thread could not be pinned to core %d\n", mode, core); return 1; }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     DRV(cuCtxPushCurrent(s.ctx));
@@ -188,9 +244,11 @@ int main(int argc, char** argv) {
     RT(cudaMemcpyFromSymbol(&final_global, probe_global, sizeof(long long)));
     bool every = final_global == 1000 + K * total;
     for (int i = 0; i < N; ++i) every &= final_values[i] == initial[i] + total;
-    std::printf("{\"mode\": \"%s\", \"threads\": %d, \"rounds\": %d, \"handoffs\": %lld, \"verified\": %lld, \"mismatches\": %lld, "
+    DRV(cuCtxPopCurrent(&popped));
+    if (created) DRV(cuCtxDestroy(s.ctx));
+    std::printf("{\"mode\": \"%s\", \"context\": \"%s\", \"threads\": %d, \"rounds\": %d, \"handoffs\": %lld, \"verified\": %lld, \"mismatches\": %lld, "
                 "\"final_ok\": %s, \"seconds\": %.6f, \"verified_per_s\": %.1f, \"core\": %d}\n",
-                mode, threads, rounds, total, s.verified, s.mismatches, every ? "true" : "false", seconds,
+                mode, kind, threads, rounds, total, s.verified, s.mismatches, every ? "true" : "false", seconds,
                 s.verified / seconds, core);
     return every && s.mismatches == 0 ? 0 : 1;
 }

@@ -21,7 +21,8 @@ def run(name: str, *args: str) -> subprocess.CompletedProcess:
     ("context_contention", ["--device", "-1"]), ("handoff_variants", ["--threads", ""]),
     ("handoff_variants", ["--threads", "1000"]), ("handoff_variants", ["--variants", "spin,teleport"]),
     ("handoff_variants", ["--handoffs", "0"]), ("handoff_breakdown", ["--handoffs", "-3"]),
-    ("handoff_breakdown", ["--iterations", "many"]),
+    ("handoff_breakdown", ["--iterations", "many"]), ("relay_vs_native", ["--pairs", "0"]),
+    ("relay_vs_native", ["--threads", "x"]), ("relay_vs_native", ["--child", "green"]),
 ])
 def test_bad_counts_are_refused_in_one_line(name, args):
     done = run(name, *args)
@@ -30,7 +31,7 @@ def test_bad_counts_are_refused_in_one_line(name, args):
 
 
 @pytest.mark.nogpu
-@pytest.mark.parametrize("name", ["context_contention", "handoff_variants", "handoff_breakdown"])
+@pytest.mark.parametrize("name", ["context_contention", "handoff_variants", "handoff_breakdown", "relay_vs_native"])
 def test_without_a_gpu_each_says_so_in_one_line(name):
     done = run(name)
     assert done.returncode == 2 and done.stdout == ""

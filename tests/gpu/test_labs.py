@@ -109,3 +109,38 @@ def test_doctor_json_names_the_gpu(tmp_path):
     with open(out) as handle:  # the report goes to --output, not also to standard output
         report = json.load(handle)
     assert report["driver"]["devices"] and not report["missing"]
+
+
+# A relay whose expected global is one off from the start: every handoff's check must catch it and name it.
+_OFF_BY_ONE = """
+import json
+from ctxlab.labs.migrate import relay
+
+class OffByOne(relay.Relay):
+    def setup(self, baton):
+        popped = super().setup(baton)
+        self.global_value += 1
+        return popped
+
+relay.Relay = OffByOne
+output = relay.handoff(0, "primary", 4, 5, 60.0, bare=False)
+print(json.dumps(next(o["value"] for o in output["observations"] if o["what"] == "handoffs verified")))
+"""
+
+
+def test_the_relay_counts_and_names_every_mismatch():
+    """The relay compares a handoff's values at once; a mismatch must still be counted on every handoff and told
+    check by check (its first names the check), while the device's values stay right."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-c", _OFF_BY_ONE], capture_output=True, text=True, timeout=120,
+                          cwd=root, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["handoffs"] == 20 and summary["verified"] == 0 and summary["mismatches"] == 20
+    assert summary["first_mismatch"]["check"] == "global left by the previous thread"
+    assert summary["first_mismatch"]["seen"] + 1 == summary["first_mismatch"]["expected"]
+    assert summary["final_ok"] is True

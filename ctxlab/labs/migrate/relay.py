@@ -100,25 +100,43 @@ class Relay:
             self.rec.add("handoff", "mismatch", {"check": label, "seen": seen, "expected": expected}, round=r)
         return False
 
+    # What each handoff checks, in the order of the values ``step`` observes.
+    CHECKS = ("no context before push", "current context", "array pointer context", "driver pointer context",
+              "global address", "stream context", "array sum left by the previous thread",
+              "global left by the previous thread")
+
     def step(self, r: int):
-        """Round ``r``'s handoff: push, verify everything thread 1 and the previous thread left, update, pop."""
-        module_get_global, sync = self.driver.cuModuleGetGlobal, self.driver.cuStreamSynchronize
+        """Round ``r``'s handoff: push, verify everything thread 1 and the previous thread left, update, pop.
+
+        The kernel is launched as soon as the context is current, and the host checks the context's state
+        (its allocations, the global's address, the stream's context) while it runs: every check is made on
+        every handoff, by the thread holding the context, and the checks no longer wait for the kernel.
+        All values are compared at once; a mismatch is then told check by check."""
+        driver = self.driver
+        module_get_global, sync = driver.cuModuleGetGlobal, driver.cuStreamSynchronize
+        get_current = driver.cuCtxGetCurrent
+        module, stream, launch, seen = self.probe.module, self.cu_stream, self.launch, self.seen
+        a_ptr, d_ptr = self.a.data.ptr, self.dptr
+        context_of, stream_context = drv.pointer_context, drv.stream_context
 
         def handoff(ctx):
-            ok = self.check("no context before push", drv.current().handle, 0, r)
+            err, before = get_current()
+            if int(err):
+                ok_or_raise((err, before), "cuCtxGetCurrent")
             drv.push(ctx)
             cur = drv.current()
-            ok &= self.check("current context", (cur.handle, cur.id), (self.ctx, self.ctx_id), r)
-            ok &= self.check("array pointer context", drv.pointer_context(self.a.data.ptr), self.a_owner, r)
-            ok &= self.check("driver pointer context", drv.pointer_context(self.dptr), self.d_owner, r)
-            address = int(ok_or_raise(module_get_global(self.probe.module, b"probe_global"), "cuModuleGetGlobal")[0])
-            ok &= self.check("global address", address, self.probe.global_address, r)
-            ok &= self.check("stream context", drv.stream_context(self.cu_stream), self.stream_ctx, r)
-            self.launch(self.cu_stream)
-            ok_or_raise(sync(self.cu_stream), "cuStreamSynchronize")
-            total, value = self.seen
-            ok &= self.check("array sum left by the previous thread", total, self.sum, r)
-            ok &= self.check("global left by the previous thread", value, self.global_value, r)
+            launch(stream)
+            a_ctx, d_ctx = context_of(a_ptr), context_of(d_ptr)
+            address = int(ok_or_raise(module_get_global(module, b"probe_global"), "cuModuleGetGlobal")[0])
+            stream_ctx = stream_context(stream)
+            ok_or_raise(sync(stream), "cuStreamSynchronize")
+            total, value = seen
+            observed = (int(before), (cur.handle, cur.id), a_ctx, d_ctx, address, stream_ctx, total, value)
+            expected = (0, (self.ctx, self.ctx_id), self.a_owner, self.d_owner, self.probe.global_address,
+                        self.stream_ctx, self.sum, self.global_value)
+            ok = observed == expected
+            if not ok:  # told check by check, so the first mismatch names what differed
+                ok = all([self.check(label, o, e, r) for label, o, e in zip(self.CHECKS, observed, expected)])
             self.sum += ARRAY_LEN
             self.global_value += GLOBAL_STEP
             if self.index < TIMELINE_HANDOFFS:
@@ -127,7 +145,8 @@ class Relay:
             else:
                 self.rec.discard_events()
             popped = drv.pop()
-            ok &= self.check("popped the same context", popped, self.ctx, r)
+            if popped != self.ctx:
+                ok = self.check("popped the same context", popped, self.ctx, r)
             self.verified += 1 if ok else 0
             self.index += 1
             return popped
