@@ -26,8 +26,11 @@ evidence only; cases added for green-sm-partition, runtime-holds-reference, init
 library-lazy-at-first-use and fork.torch): 569 mutants in 59 claims, 0 survivors, 10 equivalent. With
 preconditions and the lab's own helpers the facts call (issue 36): 708 mutants, 71 survivors in 15 claims
 before new cases; after the interface-version-2 cases and the equivalents listed with why (DLPack pairs, the
-missing-version default, an evidence text): 0 unexplained, 58 equivalent, 17 still open (KNOWN_OPEN: the
-modules memory witness's boundary and three refcount helpers), which a new survivor cannot join silently.
+missing-version default, an evidence text): 0 unexplained, 58 equivalent, 17 still open (the modules memory
+witness's boundary and three refcount helpers). Then cases for each (the memory witness alone at exactly the
+growth that counts, refcount's runs recorded before the destroyed handle was, one release beyond the lab's, a
+trail as long as the releases, three releases with the context gone after two, each sign of a valid pointer
+alone): 708 mutants in 59 claims, 0 survivors, 59 equivalent.
 """
 from __future__ import annotations
 
@@ -64,6 +67,10 @@ _ZERO_OR_NOT = ("a count its expectation only compares with 0: counting 2 for ea
 _NO_FLAGS = ("the fallback for flags that read back falsy (None: not read back, or 0): 0 and 1 both lack "
              "cudaDeviceScheduleBlockingSync's bit (BLOCKING_SYNC = 0x4), so the expectation fails alike; any "
              "flags read back truthy never reach it (0 -> -1, whose bits include 0x4, is caught)")
+_SHORT_TRAIL = ("_count_trail's first branch (no release beyond the lab's, or fewer states than releases) returns "
+                "False for 'inactive at zero' whatever the trail: every run it reads leaves the inactive count short "
+                "of the repeats, so the promise fails with all(trail) or any(trail) alike; only the evidence's "
+                "alive count can differ")
 EQUIVALENT = {
     ("interop.cupy.context", "facts: v['pointer_context']"): _OWNER_GUARD,
     ("interop.torch.context", "facts: v['pointer_context']"): _OWNER_GUARD,
@@ -152,38 +159,9 @@ EQUIVALENT.update({
     ('modules.library-eager-everywhere', 'helper _witnessed: cupti is True -> cupti is not True'): _CUPTI_TEXT,
     ('modules.library-lazy-at-first-use', 'helper _witnessed: cupti is True -> cupti is not True'): _CUPTI_TEXT,
     ('modules.module-load-is-immediate', 'helper _witnessed: cupti is True -> cupti is not True'): _CUPTI_TEXT,
+    ('refcount.primary-count', 'helper _count_trail: all -> any in all(trail)'): _SHORT_TRAIL,
 })
 
-# Survivors of the widened mutation (helpers) that no case kills yet: open work of issue 36, listed so that a
-# new survivor fails the test and a killed one must leave the list (test_a_known_survivor_still_survives).
-KNOWN_OPEN = {
-    ('modules.default-loading-mode',
-     "helper _witnessed: v['memory_grew_mib'] >= seen_mib -> v['memory_grew_mib'] > seen_mib"),
-    ('modules.library-eager-everywhere',
-     "helper _witnessed: v['memory_grew_mib'] >= seen_mib -> v['memory_grew_mib'] > seen_mib"),
-    ('modules.library-lazy-at-first-use',
-     "helper _witnessed: v['memory_grew_mib'] >= seen_mib -> v['memory_grew_mib'] > seen_mib"),
-    ('modules.module-load-is-immediate',
-     "helper _witnessed: v['memory_grew_mib'] >= seen_mib -> v['memory_grew_mib'] > seen_mib"),
-    ('refcount.destroy-while-current-elsewhere', 'helper _destroyed_handle: s.repeat == o.repeat'),
-    ('refcount.destroy-while-current-elsewhere', "helper _destroyed_handle: s.step == 'B: pushed'"),
-    ('refcount.destroy-while-current-elsewhere',
-     "helper _destroyed_handle: and -> or in s.repeat == o.repeat and s.step == 'B: pushed'"),
-    ('refcount.destroy-while-current-elsewhere',
-     'helper _destroyed_handle: s.repeat == o.repeat -> s.repeat != o.repeat'),
-    ('refcount.destroy-while-current-elsewhere',
-     "helper _destroyed_handle: s.step == 'B: pushed' -> s.step != 'B: pushed'"),
-    ('refcount.device-reset-destroys',
-     "helper _pointer_valid: or -> and in value.get('old_pointer_status') == 'CUDA_SUCCESS' or "
-     "bool(value.get('old_pointer_ok'))"),
-    ('refcount.primary-count', 'helper _count_trail: or -> and in extra < 1 or len(trail) < extra'),
-    ('refcount.primary-count', 'helper _count_trail: extra < 1 -> extra <= 1'),
-    ('refcount.primary-count', 'helper _count_trail: len(trail) < extra -> len(trail) <= extra'),
-    ('refcount.primary-count', 'helper _count_trail: all -> any in all(trail[:extra - 1])'),
-    ('refcount.primary-count', 'helper _count_trail: 1 -> 2 in extra < 1'),
-    ('refcount.primary-count', 'helper _count_trail: 1 -> 0 in extra < 1'),
-    ('refcount.primary-count', 'helper _count_trail: all -> any in all(trail)'),
-}
 
 # ---------------------------------------------------------------- finding a function's syntax tree
 
@@ -537,9 +515,8 @@ CLAIMS = {c.id: c for c in JUDGED}
 
 
 def unexplained(claim_id: str, alive: list[str]) -> list[str]:
-    """The survivors neither EQUIVALENT nor KNOWN_OPEN lists."""
-    return [removed for removed in alive if (claim_id, removed) not in EQUIVALENT
-            and (claim_id, removed) not in KNOWN_OPEN]
+    """The survivors EQUIVALENT does not list."""
+    return [removed for removed in alive if (claim_id, removed) not in EQUIVALENT]
 
 
 @pytest.mark.parametrize("claim_id", sorted(CLAIMS))
@@ -571,13 +548,6 @@ def test_a_listed_equivalent_mutant_is_still_derived_and_still_survives(claim_id
     assert EQUIVALENT[claim_id, removed]
     assert removed in [what for what, _ in mutants(CLAIMS[claim_id])], "no longer derived: remove it from EQUIVALENT"
     assert removed in survivors(CLAIMS[claim_id])[1], "a case catches it now: remove it from EQUIVALENT"
-
-
-@pytest.mark.parametrize(("claim_id", "removed"), sorted(KNOWN_OPEN), ids=lambda v: v)
-def test_a_known_survivor_still_survives(claim_id, removed):
-    """Open work stays listed only while it is open: a case that kills one makes this fail until it leaves."""
-    assert removed in [what for what, _ in mutants(CLAIMS[claim_id])], "no longer derived: remove it from KNOWN_OPEN"
-    assert removed in survivors(CLAIMS[claim_id])[1], "a case catches it now: remove it from KNOWN_OPEN"
 
 
 def test_removing_a_condition_is_caught_by_a_case_and_a_survivor_is_reported():
@@ -637,8 +607,7 @@ def test_every_promise_and_old_text_counted():
         if unexplained(claim.id, left):
             alive[claim.id] = unexplained(claim.id, left)
     print(f"\nmutants: {total} in {len(JUDGED)} claim(s); survivors: {sum(map(len, alive.values()))} in "
-          f"{len(alive)} claim(s); equivalent (listed in EQUIVALENT, each with why): {equivalent}; known open "
-          f"(KNOWN_OPEN, helpers no case kills yet): {len(KNOWN_OPEN)}")
+          f"{len(alive)} claim(s); equivalent (listed in EQUIVALENT, each with why): {equivalent}")
     for cid, left in sorted(alive.items()):
         print(f"  {cid}: {left}")
     assert total > 0

@@ -148,11 +148,24 @@ def in_repeat(repeat: int, change: Edit) -> Edit:
     return apply
 
 
-def drop(what: str, scenario: str | None = None) -> Edit:
+def drop(what: str, scenario: str | None = None, where: Callable[[Any], bool] | None = None) -> Edit:
     """Remove every matching observation."""
 
     def apply(observations: list[Observation]) -> list[Observation]:
-        return [o for o in observations if not _matches(o, what, scenario, None)]
+        return [o for o in observations if not _matches(o, what, scenario, where)]
+
+    return apply
+
+
+def forget(what: str, scenario: str | None, key: str) -> Edit:
+    """Drop one field from every matching observation's value: a recording made before the lab recorded it."""
+
+    def apply(observations: list[Observation]) -> list[Observation]:
+        out = [dataclasses.replace(o, value={k: v for k, v in o.value.items() if k != key})
+               if _matches(o, what, scenario, None) and key in o.value else o for o in observations]
+        if out == list(observations):
+            raise LookupError(f"the case forgets {key!r} of {what!r} in {scenario!r}, which the fixture does not hold")
+        return out
 
     return apply
 

@@ -1,5 +1,6 @@
 """Cases for modules's claims (see tests/claim_cases/__init__.py)."""
 
+from ctxlab.labs.modules.claims import BIG_MIB, SEEN_SHARE
 from tests.claim_cases import Case, Edit, both, change, edit
 
 F = "modules.json"
@@ -18,8 +19,22 @@ def moved(scenario: str, from_step: str, to_step: str) -> Edit:
                 edit("load witness", scenario, at(to_step), **LOADED))
 
 
+# The least growth of memory in use that counts as the module's global arriving (the recording predates the
+# array's size in each witness, so the claims take BIG_MIB).
+SEEN_MIB = BIG_MIB * SEEN_SHARE
+
+
+def at_threshold(scenario: str | None = None, event_missed: bool = True) -> Edit:
+    """Where the global's memory arrived, the memory in use grew by exactly the least that counts as seeing it
+    (and, with ``event_missed``, CUPTI's MODULE_LOADED was missed there): the memory witness still places the
+    module where it did."""
+    missed = {"module_loaded_events": 0} if event_missed else {}
+    return change("load witness", scenario,
+                  lambda v: {"memory_grew_mib": SEEN_MIB, **missed} if v["memory_grew_mib"] >= SEEN_MIB else {})
+
+
 CASES: dict[str, Case] = {
-    "modules.module-load-is-immediate": Case(F, breaks=[
+    "modules.module-load-is-immediate": Case(F, holds_too=[[at_threshold()]], breaks=[
         moved("module-LAZY", "cuModuleLoadData", "cuModuleGetFunction"),  # lazy loading deferring the module
         edit("load witness", "module-EAGER", at("cuModuleLoadData"), **NOTHING),  # no witness saw it at all
         # the witnesses disagree: MODULE_LOADED at the load, the global's memory only at the launch
@@ -33,12 +48,13 @@ CASES: dict[str, Case] = {
     ], holds_too=[
         # one witness alone places a load: MODULE_LOADED at the first use, the memory not seen to grow there
         [edit("load witness", "library-LAZY", at("cuKernelGetFunction"), memory_grew_mib=0.0)],
+        [at_threshold()],
     ]),
-    "modules.library-eager-everywhere": Case(F, breaks=[
+    "modules.library-eager-everywhere": Case(F, holds_too=[[at_threshold()]], breaks=[
         moved("library-EAGER", "cuLibraryLoadData", "cuKernelGetFunction"),  # waited for first use, as if lazy
         edit("load witness", "library-EAGER", at("second context created"), **NOTHING),
     ]),
-    "modules.default-loading-mode": Case(F, breaks=[
+    "modules.default-loading-mode": Case(F, holds_too=[[at_threshold("module-unset", event_missed=False)]], breaks=[
         edit("loading mode", "module-unset", _value="CU_MODULE_EAGER_LOADING"),
         moved("module-unset", "cuModuleLoadData", "first launch"),  # unset behaves unlike LAZY
     ]),

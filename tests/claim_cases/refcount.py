@@ -7,7 +7,7 @@ so a case holds only if every repeat is read.
 
 from __future__ import annotations
 
-from tests.claim_cases import Case, both, edit, in_repeat, repeat_with
+from tests.claim_cases import Case, both, drop, edit, forget, in_repeat, repeat_with
 
 F = "refcount.json"
 GREEN = F  # the H200 run recorded the green scenarios too
@@ -21,6 +21,13 @@ CUDA_12_4 = {"path": "/usr/local/cuda-12.4/include/cuda_runtime_api.h", "cudart_
              "declares_cudaThreadExit": True}
 
 
+
+
+def beyond(n: int):
+    """Match the state after the lab's n-th release beyond its own retains."""
+    return lambda v: v["step"].startswith(f"release beyond the lab's retains (#{n})")
+
+
 CASES: dict[str, Case] = {
     "refcount.runtime-holds-reference": Case(F, breaks=[
         edit("extra releases accepted", "runtime-1", extra=0),
@@ -28,7 +35,16 @@ CASES: dict[str, Case] = {
     ], holds_too=[
         [edit("extra releases accepted", "runtime-1", extra=1)],  # one release beyond the lab's: one reference held
     ]),
-    "refcount.primary-count": Case(F, breaks=[
+    "refcount.primary-count": Case(F, holds_too=[
+        # one release beyond the lab's took the count to zero: inactive at once, no reference left before it
+        [edit("extra releases accepted", "runtime-1", extra=1), edit("state", "runtime-1", beyond(1), active=False)],
+        # a run that recorded no state for the refused release: the trail is exactly as long as the releases
+        [drop("state", "runtime-1", beyond(3))],
+    ], breaks=[
+        # three releases accepted, but the context was gone after the second: gone while a reference was left
+        edit("extra releases accepted", "runtime-1", extra=3),
+        # no release beyond the lab's, though the context outlived the lab's own and ended at the refused one
+        both(edit("extra releases accepted", "runtime-1", extra=0), edit("state", "runtime-1", beyond(2), active=True)),
         repeat_with("extra releases accepted", "runtime-1", after_last__active=True),
         repeat_with("state", "runtime-1", active=True),  # never inactive, whatever the count
         repeat_with("state", "runtime-1", active=False),  # gone while a reference was left
@@ -42,6 +58,9 @@ CASES: dict[str, Case] = {
     "refcount.device-reset-destroys": Case(F, breaks=[
         repeat_with("after cudaDeviceReset", "device-reset", old_pointer_ok=True, old_pointer_status="CUDA_SUCCESS"),
         repeat_with("after cudaDeviceReset", "device-reset", old_reduction=SILENT),
+        # either sign of the old pointer still valid is enough: its status alone, or (older runs) its flag alone
+        repeat_with("after cudaDeviceReset", "device-reset", old_pointer_status="CUDA_SUCCESS"),
+        repeat_with("after cudaDeviceReset", "device-reset", old_pointer_ok=True),
     ]),
     "refcount.primary-reset": Case(F, breaks=[
         repeat_with("after cuDevicePrimaryCtxReset", "primary-reset", old_pointer_status="CUDA_SUCCESS"),
@@ -68,7 +87,13 @@ CASES: dict[str, Case] = {
                                id_after="CUDA_SUCCESS")),
              in_repeat(1, edit("cuCtxDestroy after runtime use", "created", allocation_in_created=False))),
     ]),
-    "refcount.destroy-while-current-elsewhere": Case(F, breaks=[
+    "refcount.destroy-while-current-elsewhere": Case(F, holds_too=[
+        # recorded before the destroyed handle was: B's state after its push names it, in each run its own
+        [forget("destroyed while current elsewhere", "created", "handle")],
+        [forget("destroyed while current elsewhere", "created", "handle"),
+         in_repeat(1, edit("state", "created", lambda v: v["step"] == "B: pushed", current=0x5000)),
+         in_repeat(1, edit("destroyed while current elsewhere", "created", current_after=0x5000))],
+    ], breaks=[
         repeat_with("destroyed while current elsewhere", "created", current_after=0),
         repeat_with("destroyed while current elsewhere", "created", synchronize="CUDA_SUCCESS"),
         repeat_with("destroyed while current elsewhere", "created", alloc="CUDA_ERROR_INVALID_CONTEXT"),
