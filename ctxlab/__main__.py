@@ -1,3 +1,9 @@
-from ctxlab.cli import main
+"""``python -m ctxlab``: the command line, with its signal handlers in place before the heavy imports, so that a
+Ctrl-C or SIGTERM while they load ends it as it would any later (``ctxlab.interrupts``)."""
 
-main()
+from ctxlab.interrupts import handling_signals
+
+with handling_signals():
+    from ctxlab.cli import main
+
+    main()

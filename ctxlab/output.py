@@ -11,8 +11,12 @@
   replaces, and a new file gets the mode the umask gives.
 - A symlink is followed: its target is replaced, the link stays.
 - Errors name the path the user gave, never the temporary file.
-- Several outputs are written all or none: every file is staged and every in-place
-  target written before the first rename. A path named twice, standard output too, is refused.
+- Several outputs are written all or none: every file is staged, then every in-place target and
+  standard output written, before the first rename; a failure on the way (a full disk, standard
+  output's reader gone, a signal) leaves no file renamed into place and no temporary file behind.
+- One file named twice is refused: the same path, two paths to one file (a link, ``-`` and
+  ``/dev/stdout``: the same st_dev and st_ino), except /dev/null, which keeps nothing to interleave.
+- Standard output's reader gone (``| head``) ends the command quietly with 141 (``ctxlab.interrupts``).
 - A report is text, or a function giving its text in chunks (``Text``): a large one is then written as
   it is made, never held whole (``ctxlab.report.json_stream``).
 """
@@ -28,6 +32,8 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
+
+from ctxlab.interrupts import deferred, reader_gone
 
 STDOUT = "-"
 
@@ -138,8 +144,9 @@ class _Staged:
     tmp: str
 
 
-def _stage(path: str, text: Text) -> _Staged:
-    """Write ``text`` to a temporary file beside the file ``path`` names, with the mode it will keep."""
+def _stage(path: str, text: Text, made: list[str]) -> _Staged:
+    """Write ``text`` to a temporary file beside the file ``path`` names, with the mode it will keep; the
+    temporary file's name goes into ``made`` as it is created, for the caller to remove if not renamed."""
     target = os.path.realpath(path)
     directory = os.path.dirname(target) or "."
     try:
@@ -149,11 +156,11 @@ def _stage(path: str, text: Text) -> _Staged:
     except OSError as exc:
         raise OutputError(path, _reason(exc)) from None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
-    except FileNotFoundError:
-        raise OutputError(path, f"directory {os.path.dirname(path) or directory} does not exist") from None
+        with deferred():  # a signal between creating it and noting it would leave it behind
+            fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
+            made.append(tmp)
     except OSError as exc:
-        raise OutputError(path, _reason(exc)) from None
+        raise OutputError(path, _no_file_beside(path, directory, exc)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:  # a lone surrogate: U+FFFD
             for chunk in chunks(text):
@@ -169,19 +176,25 @@ def _stage(path: str, text: Text) -> _Staged:
             else:
                 os.fchmod(handle.fileno(), _umask_mode())
     except OSError as exc:
-        _discard(tmp)
         raise OutputError(path, _reason(exc)) from None
-    except BaseException:
-        _discard(tmp)
-        raise
     return _Staged(path, target, tmp)
 
 
+def _no_file_beside(path: str, directory: str, exc: OSError) -> str:
+    """Why no temporary file could be made beside ``path``'s file: its directory is missing, or it exists and
+    takes no new file (/proc, a read-only or full file system), in the system's words."""
+    shown = os.path.dirname(path) or directory
+    if isinstance(exc, FileNotFoundError) and not os.path.isdir(directory):
+        return f"directory {shown} does not exist"
+    return f"cannot make a file in {shown} to replace it with ({_reason(exc)})"
+
+
 def _discard(tmp: str) -> None:
-    try:
-        os.unlink(tmp)
-    except OSError:
-        pass
+    with deferred():  # a second signal must not cut the cleanup of the first
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def _write_in_place(path: str, text: Text) -> None:
@@ -190,6 +203,8 @@ def _write_in_place(path: str, text: Text) -> None:
         with open(path, "a", encoding="utf-8", errors="replace") as handle:
             for chunk in chunks(text):
                 handle.write(chunk)
+    except BrokenPipeError:  # a FIFO's or /dev/stdout's reader went away: stop quietly, as for standard output
+        raise reader_gone() from None
     except OSError as exc:
         raise OutputError(path, _reason(exc)) from None
 
@@ -204,62 +219,81 @@ def _write_stdout(text: Text) -> None:
             except UnicodeEncodeError:  # what this terminal cannot show (a lone surrogate too) as ?
                 sys.stdout.write(chunk.encode(encoding, "replace").decode(encoding, "replace"))
         sys.stdout.flush()
-    except BrokenPipeError:  # the reader is gone (| head): stop quietly, as every Unix tool does
-        _quiet_stdout()
+    except BrokenPipeError:  # the reader is gone (| head): stop quietly with 141, as every Unix tool does
+        raise reader_gone(stdout_known=True) from None
     except OSError as exc:
         raise OutputError(STDOUT, _reason(exc)) from None
 
 
-def _quiet_stdout() -> None:
-    """Standard output onto /dev/null: what is left unwritten (and Python's flush at exit) goes nowhere."""
+def file_identity(path: str) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the file ``path`` (``-``: standard output) lands in; None where there is none yet,
+    it cannot be told, or it is /dev/null (which keeps nothing, so two names for it interleave nothing)."""
     try:
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())
-        os.close(null)
-    except (OSError, ValueError):
-        pass
+        info = os.fstat(sys.stdout.fileno()) if path == STDOUT else os.stat(path)
+    except (OSError, ValueError, AttributeError):  # no file yet; a standard output with no descriptor
+        return None
+    if stat.S_ISCHR(info.st_mode) and info.st_rdev == _null_device():
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _null_device() -> int | None:
+    try:
+        return os.stat(os.devnull).st_rdev
+    except OSError:
+        return None
+
+
+def _as_named(path: str) -> str:
+    return "-, standard output" if path == STDOUT else path
 
 
 def check_outputs(paths: list[str]) -> None:
-    """``check_writable`` for each path, and no file named twice (one report would overwrite the other)."""
+    """``check_writable`` for each path, and no file named twice, by one path or two (one report would
+    overwrite or interleave with the other)."""
     seen: dict[str, str] = {}
+    files: dict[tuple[int, int], str] = {}
     for path in paths:
         check_writable(path)
-        if path == STDOUT:
-            if STDOUT in seen:
-                raise OutputError(STDOUT, "standard output (-) named twice: one report would follow the other")
-            seen[STDOUT] = STDOUT
-            continue
-        key = os.path.realpath(path)
+        key = STDOUT if path == STDOUT else os.path.realpath(path)
         if key in seen:
+            if path == STDOUT:
+                raise OutputError(STDOUT, "standard output (-) named twice: one report would follow the other")
             raise OutputError(path, f"named twice (also as {seen[key]})" if seen[key] != path else "named twice")
         seen[key] = path
+        identity = file_identity(path)
+        if identity is not None:
+            if identity in files:
+                raise OutputError(path, f"named twice: the same file as {_as_named(files[identity])}, so one "
+                                        "report would overwrite or interleave with the other")
+            files[identity] = path
 
 
 def write_outputs(outputs: Sequence[tuple[str, Text]]) -> None:
     """Write each (path, text), all or none: see the module docstring for what a path may be."""
     check_outputs([path for path, _ in outputs])
-    staged: list[_Staged] = []
+    made: list[str] = []  # temporary files not (yet) renamed into place
     try:
-        for path, text in outputs:
-            if path != STDOUT and not _existing_special(path):
-                staged.append(_stage(path, text))
-        # In-place targets cannot be taken back: write them once every file is staged.
+        staged = [_stage(path, text, made) for path, text in outputs
+                  if path != STDOUT and not _existing_special(path)]
+        # In-place targets and standard output cannot be taken back: written once every file is staged,
+        # and before any file is renamed, so that a failure there leaves every file as it was.
         for path, text in outputs:
             if path != STDOUT and _existing_special(path):
                 _write_in_place(path, text)
-        for item in staged:
-            try:
-                os.replace(item.tmp, item.target)
-            except OSError as exc:
-                raise OutputError(item.path, _reason(exc)) from None
-        staged = []
+        for path, text in outputs:
+            if path == STDOUT:
+                _write_stdout(text)
+        with deferred():  # every rename, or (on an error) none after it: a signal waits for the lot
+            for item in staged:
+                try:
+                    os.replace(item.tmp, item.target)
+                except OSError as exc:
+                    raise OutputError(item.path, _reason(exc)) from None
+                made.remove(item.tmp)
     finally:
-        for item in staged:
-            _discard(item.tmp)
-    for path, text in outputs:
-        if path == STDOUT:
-            _write_stdout(text)
+        for tmp in made:
+            _discard(tmp)
 
 
 def write_output(path: str, text: Text) -> None:

@@ -31,7 +31,7 @@ KNOWN_CIRCLES: set[frozenset[str]] = set()
 # itself names only the package's ``__init__``).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("records", ("ctxlab.version", "ctxlab.errors", "ctxlab.defaults", "ctxlab.levels", "ctxlab.records",
-                 "ctxlab.schema")),
+                 "ctxlab.schema", "ctxlab.interrupts")),
     ("CUDA helpers and claims", ("ctxlab.cuda", "ctxlab.claim", "ctxlab.calling", "ctxlab.stub", "ctxlab.envrecord")),
     # tracing: the C callback, its records and fields, the stacks, the tracer, the flight recorder, the child
     ("tracing", ("ctxlab.tracing", "ctxlab.trace")),

@@ -24,6 +24,7 @@ from ctxlab.cli.options import (
     max_size_option,
     output_option,
     output_options,
+    overwrite_input_option,
     repeats_option,
     table_options,
     trace_option,
@@ -102,6 +103,7 @@ def doctor(fmt: str, output: str | None, json_path: str | None) -> None:
 @click.option("--check", "gate", is_flag=True,
               help="Exit 1 when a recorded claim fails or errs, or a scenario crashed (as the run did).")
 @max_size_option
+@overwrite_input_option
 @domain_errors
 def show(file: str, fmt: str, output: str | None, steps: bool, full: bool, html_path: str | None, gate: bool,
          max_size: int) -> None:
@@ -244,6 +246,7 @@ def parse_devices(text: str) -> list[int]:
               help="Print when each scenario's child process started and ended, what it waited for, and the "
                    "critical path (standard error).")
 @max_size_option
+@overwrite_input_option
 @domain_errors
 @fleet_check
 def check(devices, only, timeout, jobs, repeats, level, isolation, fmt, output, steps, full, json_path, junit_path,

@@ -4,7 +4,8 @@ A node that cannot run (no driver, no usable GPU, a device that does not exist, 
 the report files it was asked for (``--json``, ``--openmetrics``, ``--junit``, ``--markdown``, and
 ``--output`` when it names a file) from one environment-error record (``ctxlab.envrecord``), then exits 2
 with the one line it always gave: the fleet sees the node instead of losing it. Standard output gets
-nothing, and standard error only that line.
+nothing, and standard error only that line; when the record could not be written (a full disk, a
+directory gone), the line says so too, since the fleet will then not see the node.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ctxlab.cli.types import OutputPath, no_gpu_line
+from ctxlab.cli.types import CtxlabError, OutputPath, no_gpu_line
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -77,15 +78,16 @@ def check_reports(runs: list, drifted: list[dict] | None, reports: list[tuple[st
     return [(path, text(fmt, path)) for fmt, path in reports]
 
 
-def write_environment_record(exc: BaseException, options: dict[str, Any], started: str, seconds: float) -> None:
-    """Write the environment-error record to every report file check was asked for; a file that cannot be
-    written is skipped (the line about the environment is what the node must still say)."""
+def write_environment_record(exc: BaseException, options: dict[str, Any], started: str,
+                             seconds: float) -> str | None:
+    """Write the environment-error record to every report file check was asked for (all or none, as every
+    output); None when written (or none was asked for), else why it was not."""
     from ctxlab.envrecord import environment_error_run
     from ctxlab.output import OutputError, write_outputs
 
     reports = record_reports(options)
     if not reports:
-        return
+        return None
     devices = options.get("devices")
     asked: dict[str, Any] = {"devices": devices, "only": options.get("only")}
     if isinstance(devices, str) and devices.strip().isdigit():
@@ -93,8 +95,9 @@ def write_environment_record(exc: BaseException, options: dict[str, Any], starte
     run = environment_error_run(exc, line_for(exc), options=asked, started=started, seconds=seconds)
     try:
         write_outputs(check_reports([run], None, reports))
-    except OutputError:
-        pass
+    except OutputError as failed:
+        return " ".join(str(failed).split())
+    return None
 
 
 def records_environment_errors(fn: F) -> F:
@@ -107,7 +110,10 @@ def records_environment_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except _environment_exceptions() as exc:
-            write_environment_record(exc, kwargs, started, time.perf_counter() - t0)
+            unwritten = write_environment_record(exc, kwargs, started, time.perf_counter() - t0)
+            if unwritten is not None:  # the environment's line first, as always; then what the fleet will miss
+                raise CtxlabError(f"{line_for(exc)}; the environment-error record was not written either: "
+                                  f"{unwritten}") from None
             raise
 
     return wrapper  # type: ignore[return-value]

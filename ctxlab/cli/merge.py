@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ctxlab.cli.options import max_size_option, output_option
+from ctxlab.cli.options import max_size_option, output_option, overwrite_input_option
 from ctxlab.cli.report import screen_of
 from ctxlab.cli.types import EXIT_FAILS, OneLineGroup, OutputPath, ResultPath, domain_errors
 
@@ -31,6 +31,7 @@ def report():
               help="Also write the matrix as Markdown here.")
 @click.option("--html", "html_path", type=OutputPath(), default=None, help="Also write the matrix as HTML here.")
 @max_size_option
+@overwrite_input_option
 @domain_errors
 def merge(files, fmt, output, markdown_path, html_path, max_size):
     """One matrix of claims against runners from the results of several runners.

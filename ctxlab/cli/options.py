@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 from click.core import ParameterSource
 
-from ctxlab.cli.types import ByteSize, FiniteFloat, OutputPath
+from ctxlab.cli.types import ByteSize, FiniteFloat, OutputPath, ResultPath
 from ctxlab.report import FORMATS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -121,3 +122,48 @@ def former_name(old: str, new: str, param: str, type_: Any) -> Callable[[F], F]:
                             help=f"Former name of {new}.")(wrapper)  # type: ignore[return-value]
 
     return decorate
+
+
+OVERWRITE_INPUT_HELP = ("Let an output replace a result file this command reads (without it, naming one of them as "
+                        "an output is refused: a slip of -o would destroy the record).")
+
+
+def _named(value: Any) -> list[str]:
+    return [v for v in (value if isinstance(value, (tuple, list)) else (value,)) if v]
+
+
+def _same_file(a: str, b: str) -> bool:
+    from ctxlab.output import file_identity
+
+    if a != "-" and b != "-" and os.path.realpath(a) == os.path.realpath(b):
+        return True
+    mine, theirs = file_identity(a), file_identity(b)
+    return mine is not None and mine == theirs
+
+
+def refuse_input_as_output(ctx: click.Context) -> None:
+    """A usage error when an output option (``OutputPath``) names a file a ``ResultPath`` parameter reads."""
+    inputs = [path for p in ctx.command.params if isinstance(p.type, ResultPath)
+              for path in _named(ctx.params.get(p.name or ""))]
+    for param in ctx.command.params:
+        if not isinstance(param.type, OutputPath):
+            continue
+        for output in _named(ctx.params.get(param.name or "")):
+            for source in inputs:
+                if _same_file(output, source):
+                    also = "" if output == source else f" ({source})"
+                    raise click.BadParameter(f"{output!r} is a result file this command reads{also}: give "
+                                             "--overwrite-input to replace it", ctx=ctx, param=param)
+
+
+def overwrite_input_option(fn: F) -> F:
+    """Add --overwrite-input: without it, an output that is one of the command's input files is a usage error."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not kwargs.pop("overwrite_input", False):
+            refuse_input_as_output(click.get_current_context())
+        return fn(*args, **kwargs)
+
+    return click.option("--overwrite-input", "overwrite_input", is_flag=True,
+                        help=OVERWRITE_INPUT_HELP)(wrapper)  # type: ignore[return-value]

@@ -107,10 +107,24 @@ class OneLineGroup(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the command line with ``ctxlab.interrupts``' endings: a signal or a reader that went away ends
+        it quietly with the shell's status (130, 143, 141) once its cleanup ran."""
+        from ctxlab.interrupts import handling_signals
+
+        with handling_signals():
+            return super().main(*args, **kwargs)
+
     def invoke(self, ctx: click.Context) -> Any:
         """Run the subcommand; a usage error while parsing it (or raised by it) becomes one line."""
+        from ctxlab.interrupts import EXIT_INTERRUPTED, Ended, reader_gone
+
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:  # before Click's own handler makes it "Aborted!" and status 1
+            raise Ended(EXIT_INTERRUPTED) from None
+        except BrokenPipeError:
+            raise reader_gone() from None
         except (click.exceptions.NoArgsIsHelpError, OneLineUsageError):
             raise
         except click.UsageError as exc:
@@ -148,6 +162,10 @@ def domain_errors(fn: F) -> F:
             raise CtxlabError(" ".join(exc.cli.split())) from None
         except (BadDevice, ResultFileError, UnknownLab, TraceUnavailable) as exc:
             raise CtxlabError(" ".join(str(exc).split())) from None
+        except BrokenPipeError:  # a reader of standard output or error went away: stop quietly
+            from ctxlab.interrupts import reader_gone
+
+            raise reader_gone() from None
         except OutputError as exc:
             raise CtxlabError(f"cannot write output: {' '.join(str(exc).split())}") from None
         except OSError as exc:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any
+import stat
+from typing import Any, BinaryIO
 
 from ctxlab.defaults import DEFAULT_MAX_BYTES
 from ctxlab.errors import OptionError
@@ -37,19 +38,25 @@ def check_limit(max_bytes: object) -> int:
     return max_bytes
 
 
+CHUNK = 1 << 20  # what one read asks of a pipe or device, which has no size to go by
+
+
 def read_bounded(path: str, max_bytes: int = DEFAULT_MAX_BYTES, limit_hint: str = LIMIT_HINT) -> bytes:
     """The file's bytes, refusing more than ``max_bytes`` (checked on the size, then on what is read);
-    ``limit_hint`` says in the refusal how to raise the limit."""
+    ``limit_hint`` says in the refusal how to raise the limit. Never asks for more room than the file has:
+    a regular file is read as its size says (and a byte more, to see it grew), a pipe or device in chunks,
+    so that any limit up to 1 TiB is only a limit."""
     max_bytes = check_limit(max_bytes)
     if not path:
         raise ResultFileError("'': empty file name: give the path of a result file")
     limit = f"larger than the limit of {size_text(max_bytes)} ({limit_hint})"
     try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size > max_bytes:
-                raise ResultFileError(f"{path}: {size_text(size)} is {limit}")
-            data = handle.read(max_bytes + 1)  # a device or pipe has no size: bound the read itself
+        with open(path, "rb", buffering=0) as handle:  # unbuffered: a read's buffer is what it asks for
+            info = os.fstat(handle.fileno())
+            if info.st_size > max_bytes:
+                raise ResultFileError(f"{path}: {size_text(info.st_size)} is {limit}")
+            first = info.st_size + 1 if stat.S_ISREG(info.st_mode) else CHUNK
+            data = _read_at_most(handle, max_bytes + 1, first)
     except IsADirectoryError:
         raise ResultFileError(f"{path}: cannot read (is a directory)") from None
     except OSError as exc:
@@ -57,6 +64,21 @@ def read_bounded(path: str, max_bytes: int = DEFAULT_MAX_BYTES, limit_hint: str 
     if len(data) > max_bytes:
         raise ResultFileError(f"{path}: more than {size_text(max_bytes)}, {limit}")
     return data
+
+
+def _read_at_most(handle: BinaryIO, bound: int, first: int) -> bytes:
+    """Up to ``bound`` bytes until end of file: a first read of ``first`` bytes, then reads of ``CHUNK`` (a file
+    that grew, /proc's files of size 0, a pipe), none asking for more than is left of ``bound``."""
+    parts: list[bytes] = []
+    got, want = 0, first
+    while got < bound:
+        piece = handle.read(min(want, bound - got))
+        if not piece:
+            break
+        parts.append(piece)
+        got += len(piece)
+        want = CHUNK
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 # What can open or close a string or a nesting level; everything else is dropped before the depth is counted.

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 
 from ctxlab.defaults import DEFAULT_MAX_BYTES
 from ctxlab.records.model import ClaimResult, LabResult
@@ -78,13 +77,7 @@ def load_for_merge(files: Sequence[str], max_bytes: int = DEFAULT_MAX_BYTES, lim
     shared: dict[str, str] = {}
     if jobs <= 1 or len(tasks) < PARALLEL_FROM:
         return [(task[0], _read(task)) for task in tasks]
-    out = []
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_context())
-    try:
-        for task, runs in zip(tasks, pool.map(_read, tasks, chunksize=8), strict=True):
-            out.append((task[0], [lean(run, shared) for run in runs]))  # share strings across files too
-    except BaseException:
-        pool.shutdown(wait=True, cancel_futures=True)  # the files not yet read are not read
-        raise
-    pool.shutdown(wait=True)
-    return out
+    from ctxlab.report.fleet_readers import read_in_children
+
+    return [(task[0], [lean(run, shared) for run in runs])  # share strings across files too
+            for task, runs in zip(tasks, read_in_children(_read, tasks, jobs, _context()), strict=True)]
