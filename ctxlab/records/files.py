@@ -55,8 +55,9 @@ def read_bounded(path: str, max_bytes: int = DEFAULT_MAX_BYTES, limit_hint: str 
             info = os.fstat(handle.fileno())
             if info.st_size > max_bytes:
                 raise ResultFileError(f"{path}: {size_text(info.st_size)} is {limit}")
-            first = info.st_size + 1 if stat.S_ISREG(info.st_mode) else CHUNK
-            data = _read_at_most(handle, max_bytes + 1, first)
+            regular = stat.S_ISREG(info.st_mode)
+            sized = regular and info.st_size > 0  # /proc's files say 0: past their first byte, read as a pipe
+            data = _read_at_most(handle, max_bytes + 1, info.st_size + 1 if regular else CHUNK, sized)
     except IsADirectoryError:
         raise ResultFileError(f"{path}: cannot read (is a directory)") from None
     except OSError as exc:
@@ -66,17 +67,21 @@ def read_bounded(path: str, max_bytes: int = DEFAULT_MAX_BYTES, limit_hint: str 
     return data
 
 
-def _read_at_most(handle: BinaryIO, bound: int, first: int) -> bytes:
+def _read_at_most(handle: BinaryIO, bound: int, first: int, sized: bool) -> bytes:
     """Up to ``bound`` bytes until end of file: a first read of ``first`` bytes, then reads of ``CHUNK`` (a file
-    that grew, /proc's files of size 0, a pipe), none asking for more than is left of ``bound``."""
+    that grew, a pipe), none asking for more than is left of ``bound``. A ``sized`` (regular) file gives less
+    than asked only at its end, so that ends it without a further read and its buffer."""
     parts: list[bytes] = []
     got, want = 0, first
     while got < bound:
-        piece = handle.read(min(want, bound - got))
+        asked = min(want, bound - got)
+        piece = handle.read(asked)
         if not piece:
             break
         parts.append(piece)
         got += len(piece)
+        if sized and len(piece) < asked:
+            break
         want = CHUNK
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
