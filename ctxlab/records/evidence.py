@@ -41,6 +41,8 @@ _VOLATILE = [
 # reaches back to the previous , ; or : (re finds the leftmost start).
 _ITEM = r"[^,;:]+? in \d+ of \d+"
 _SPREAD = re.compile(rf"{_ITEM}(?:, {_ITEM})*")
+_COUNT = re.compile(r" in \d+ of \d+")  # no such count: no distribution (most evidence), nothing to scan
+_STOPS = re.compile(r"[,;:]")
 _PARTS = re.compile(r"^(?P<what>.+?) in (?P<n>\d+) of (?P<of>\d+)$", re.DOTALL)
 
 
@@ -62,6 +64,28 @@ def _spread(match: re.Match) -> str:
     return lead + ", ".join(f"{what} in {'#' if racy else n} of {total}" for what, n in sorted(counts.items()))
 
 
+def _spreads(text: str) -> str:
+    """``_SPREAD.sub(_spread, text)`` in linear time. re.sub tries _SPREAD at every position, and each try
+    scans on to the next , ; or : (quadratic in a long stretch without one: 100 µs an evidence, most of a
+    fleet merge). A match can only start where the text starts, after , ; or : or where the last match
+    ended: from any other position the stretch holds no count that the try at its start did not find. So
+    only those positions are tried, each with the same pattern: the same matches, the same result."""
+    if _COUNT.search(text) is None:
+        return text
+    out, done, at, end = [], 0, 0, len(text)
+    while at < end:
+        found = _SPREAD.match(text, at)
+        if found is not None:
+            out += [text[done:at], _spread(found)]
+            done = at = found.end()
+            continue
+        stop = _STOPS.search(text, at)
+        if stop is None:
+            break
+        at = stop.end()
+    return "".join(out) + text[done:] if out else text
+
+
 # A race whose every read was wrong, as claim.spread prints it: read as the racy distributions above read.
 _ALL_WRONG = re.compile(re.escape(SILENT_WRONG) + r" \(all (\d+)\)")
 
@@ -71,30 +95,47 @@ def normalize(evidence: str) -> str:
     results blanked, distributions in one order (the module docstring says what and why)."""
     for pattern, replacement in _VOLATILE:
         evidence = pattern.sub(replacement, evidence)
-    return _ALL_WRONG.sub(SILENT_WRONG + r" in # of \1", _SPREAD.sub(_spread, evidence))
+    return _ALL_WRONG.sub(SILENT_WRONG + r" in # of \1", _spreads(evidence))
 
 
-# An error's text in a distribution item: from its name (CUDA_ERROR_X, cudaErrorX, SomethingError) up to the
-# item's count (" in 2 of 3", " (all 3)"), the nearest one: a library's message may hold ";" and ":".
-_ERROR_ITEM = re.compile(r"(?:\b(?P<type>[A-Z]\w*(?:Error|Exception))\b|\bCUDA_ERROR_\w+|\bcudaError\w+)"
-                         r".*?(?= in \d+ of \d+| \(all \d+\))", re.DOTALL)
+# In the reads after a teardown, an error as a read met it: an exception's type and message up to the item's
+# count (" in 2 of 3", " (all 3)"), the nearest one, as a library's message may hold ";" and ":"; or a CUDA
+# status by its name alone (CUDA_ERROR_X, cudaErrorX), the rest of the item kept.
+_READ_ERROR = re.compile(r"\b(?P<type>[A-Z]\w*(?:Error|Exception))\b(?P<message>.*?)(?= in \d+ of \d+| \(all \d+\)|\Z)"
+                         r"|\bCUDA_ERROR_\w+|\bcudaError\w+", re.DOTALL)
+# A library's message that is about a CUDA error: it names a status, CUresult, "CUDA error", or the driver or
+# runtime call that failed (JAX: "Failed to create tensormap with cuTensorMapEncodeTiled: an illegal memory
+# access was encountered").
+_ABOUT_CUDA = re.compile(r"CUDA_ERROR_|cudaError|\bCUresult\b|\bCUDA error\b|\bcu(?:da)?[A-Z]\w*")
+_EXCEPTION_NAME = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Iteration)\b")
 # The reads after a teardown: undefined behaviour, whose CUDA error varies between runs of the same code.
 _READS = re.compile(r"((?:old|new) array -> )(.*?)(?=; a new array -> |; wrong values|$)", re.DOTALL)
 
 
+def _pythons_own(name: str) -> bool:
+    """An exception of Python's own (TypeError, KeyError...): raised by a lab's bug, never the driver's answer."""
+    builtin = getattr(builtins, name, None)
+    return isinstance(builtin, type) and issubclass(builtin, BaseException)
+
+
 def _error_kind(match: re.Match) -> str:
-    """An error a read met, as drift compares it: a library's exception by its type, a CUDA status as one; an
-    exception of Python's own (TypeError: a lab's bug, not the driver's answer) exactly as written."""
-    kind = match.group("type")
-    builtin = getattr(builtins, kind, None) if kind else None
-    if isinstance(builtin, type) and issubclass(builtin, BaseException):
+    """An error a read met, as drift compares it: a CUDA status as one, a library's exception about a CUDA error
+    by its type; anything else exactly as written: an exception of Python's own, a message naming one, a
+    library's exception about something other than CUDA (a lab's bug may raise it too)."""
+    kind = match["type"]
+    if kind is None:
+        return "a CUDA error"
+    message = match["message"]
+    if _pythons_own(kind) or any(_pythons_own(name) for name in _EXCEPTION_NAME.findall(message)):
         return match.group(0)
-    return f"{kind} (a CUDA error)" if kind else "a CUDA error"  # no colon: it stays one item of a spread
+    if _ABOUT_CUDA.search(message) is None:
+        return match.group(0)
+    return f"{kind} (a CUDA error)"  # no colon: it stays one item of a spread
 
 
 def _reads(match: re.Match) -> str:
     """The reads of one array after a teardown, each error by its kind, items of one kind merged."""
-    text = _ERROR_ITEM.sub(_error_kind, match.group(2))
+    text = _READ_ERROR.sub(_error_kind, match.group(2))
     items = [_PARTS.match(item.strip()) for item in text.split(", ")]
     if len(items) > 1 and all(items) and len({m["of"] for m in items if m}) == 1:
         counts: dict[str, int] = {}
@@ -113,8 +154,10 @@ def normalize_undefined(evidence: str) -> str:
     """Evidence of a claim whose undefined behaviour meets an error that varies between runs
     (``Claim.error_varies``: use after a teardown) as drift compares it: ``normalize``, and then, in the reads
     after the teardown only ("old array -> ...", "new array -> ..."), which CUDA error each repeat met reads
-    "a CUDA error" (after the library's exception type, which stays): the H200 gave CUDA_ERROR_ILLEGAL_ADDRESS
-    in one run of the same code and CUDA_ERROR_INVALID_VALUE in the next, labs/results/matrix/. Whether a read
-    met an error, a silent wrong result, a correct value or a crash is compared; so are the documented status of
-    the call under test (outside the reads) and any exception of Python's own (a lab's bug), exactly."""
+    "a CUDA error": a CUDA status by its name, a library's exception about a CUDA error by its type (its message
+    names the status or the call that failed): the H200 gave CUDA_ERROR_ILLEGAL_ADDRESS in one run of the same
+    code and CUDA_ERROR_INVALID_VALUE in the next, labs/results/matrix/. Whether a read met an error, a silent
+    wrong result, a correct value or a crash is compared; so are, exactly, the documented status of the call
+    under test (outside the reads), any exception of Python's own and any message naming one (a lab's bug), a
+    library's exception about anything but CUDA, and what an item says beside a CUDA status."""
     return normalize(_READS.sub(_reads, evidence))  # then errors that became one kind merge in their spread

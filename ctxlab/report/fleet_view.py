@@ -32,10 +32,9 @@ def group_label(group: tuple[str, str, str, str]) -> str:
     return f"{gpu} / driver {driver} / runtime {runtime} / ctxlab {version}"
 
 
-def _outcome(m: Matrix, row: str, c: int) -> str:
-    verdict = m.cells.get((row, c), "-")
-    if verdict == "observed" and (row, c) in m.outcomes:
-        text = m.outcomes[(row, c)]
+def _outcome(m: Matrix, row: str, c: int, verdict: str) -> str:
+    text = m.observed(row, c) if verdict == "observed" else None
+    if text is not None:
         text = text if len(text) <= OUTCOME_LIMIT else text[: OUTCOME_LIMIT - 1] + "…"
         return f"observed: {text}"
     return verdict
@@ -51,15 +50,22 @@ def fleet_groups(m: Matrix) -> dict[tuple[str, str, str, str], list[int]]:
 
 def differences(m: Matrix) -> list[tuple[str, list[tuple[tuple[str, str, str, str], Counter]]]]:
     """(claim, [(group, outcome counts)]) for every claim whose outcomes differ between groups."""
+    if "differences" in m.memo:  # the Markdown and the HTML view ask for the same
+        return m.memo["differences"]
     groups = fleet_groups(m)
-    if len(groups) < 2:
-        return []
-    out = []
-    for row in m.rows:
-        per_group = [(group, Counter(_outcome(m, row, c) for c in cols)) for group, cols in groups.items()]
+    out: list[tuple[str, list[tuple[tuple[str, str, str, str], Counter]]]] = []
+    for row in m.rows if len(groups) > 1 else ():
+        verdicts = m.verdicts(row)
+        # The same recorded outcomes in every group read the same however normalised: nothing to normalise.
+        recorded = [(v, m.outcomes.get((row, c)) if v == "observed" else None) for c, v in enumerate(verdicts)]
+        if len({frozenset(recorded[c] for c in cols) for cols in groups.values()}) == 1:
+            continue
+        per_group = [(group, Counter(_outcome(m, row, c, verdicts[c]) for c in cols))
+                     for group, cols in groups.items()]
         kinds = {frozenset(counts) for _, counts in per_group}
         if len(kinds) > 1:
             out.append((row, per_group))
+    m.memo["differences"] = out
     return out
 
 

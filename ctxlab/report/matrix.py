@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ctxlab.records.evidence import normalize
 from ctxlab.records.model import LabResult
 from ctxlab.records.schema import FAILING
 
@@ -50,7 +51,30 @@ class Matrix:
     rows: list[str]
     cells: dict  # (row, column index) -> verdict
     unable: list = field(default_factory=list)
-    outcomes: dict = field(default_factory=dict)  # (row, column index) -> an observed claim's evidence, normalized
+    outcomes: dict = field(default_factory=dict)  # (row, column index) -> an observed claim's evidence, as recorded
+    # Each distinct evidence normalised once (a fleet repeats the same few hundred texts on a thousand runners),
+    # and what the views compute from the matrix once for all of them; the matrix is not changed once built.
+    normal: dict = field(default_factory=dict, repr=False, compare=False)
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def verdicts(self, row: str) -> list[str]:
+        """Every column's verdict for ``row``, "-" where a column has none."""
+        by_row = self.memo.get("verdicts")
+        if by_row is None:
+            by_row = self.memo["verdicts"] = {}
+            for (name, c), verdict in self.cells.items():
+                by_row.setdefault(name, ["-"] * len(self.columns))[c] = verdict
+        return by_row.get(row) or ["-"] * len(self.columns)
+
+    def observed(self, row: str, column: int) -> str | None:
+        """The evidence of an ``observed`` cell as drift compares it (``records.evidence.normalize``), or None."""
+        text = self.outcomes.get((row, column))
+        if text is None:
+            return None
+        done = self.normal.get(text)
+        if done is None:
+            done = self.normal[text] = normalize(text)
+        return done
 
     def failing(self) -> list[tuple[str, Column, str]]:
         """Every (row, column, verdict) whose verdict fails the gate."""

@@ -8,7 +8,6 @@ failing verdict stands out in its row and fails the merge (exit status 1).
 
 from __future__ import annotations
 
-from ctxlab.records.evidence import normalize
 from ctxlab.records.model import LabResult
 from ctxlab.records.schema import FAILING
 from ctxlab.report import escape
@@ -49,8 +48,30 @@ def _row_keys(run: LabResult) -> list[tuple[str, str]]:
     return rows
 
 
+# The last matrix built, with what it was built from (held, so that no id in it is reused): the command
+# renders Markdown, HTML and the gate from the same files, and a fleet's matrix is worth building once.
+_last: list[tuple[list[tuple[str, list[LabResult], tuple[LabResult, ...]]], Matrix]] = []
+
+
+def _same_files(files: list[tuple[str, list[LabResult]]],
+                held: list[tuple[str, list[LabResult], tuple[LabResult, ...]]]) -> bool:
+    return len(files) == len(held) and all(
+        origin == was and runs is same and len(runs) == len(items)
+        and all(a is b for a, b in zip(runs, items, strict=True))
+        for (origin, runs), (was, same, items) in zip(files, held, strict=True))
+
+
 def matrix(files: list[tuple[str, list[LabResult]]]) -> Matrix:
-    """Place every run's verdicts; a run joins a column only where it replaces nothing."""
+    """Place every run's verdicts; a run joins a column only where it replaces nothing. The same files (the
+    same run objects, records being immutable) give the same matrix, built once."""
+    if _last and _same_files(files, _last[0][0]):
+        return _last[0][1]
+    built = _build(files)
+    _last[:] = [([(origin, runs, tuple(runs)) for origin, runs in files], built)]
+    return built
+
+
+def _build(files: list[tuple[str, list[LabResult]]]) -> Matrix:
     from ctxlab.envrecord import is_environment_error
 
     columns: list[Column] = []
@@ -78,8 +99,8 @@ def matrix(files: list[tuple[str, list[LabResult]]]) -> Matrix:
                 rows.setdefault(row)
                 cells[(row, index)] = verdict
             for claim in run.claims:
-                if claim.verdict == "observed":
-                    outcomes[(claim.id, index)] = normalize(claim.evidence)
+                if claim.verdict == "observed":  # normalised only where the fleet view compares it
+                    outcomes[(claim.id, index)] = claim.evidence
     same_key: dict[tuple, list[Column]] = {}
     for col in columns:
         same_key.setdefault(col.key, []).append(col)
@@ -105,12 +126,8 @@ def render_markdown(files: list[tuple[str, list[LabResult]]]) -> str:
         return "\n".join([*apart, "", "No runs in the given files: nothing to merge."]).lstrip("\n") + "\n"
     lines = [*differs_markdown(m), *apart, *([""] if apart else []),
              "| claim | " + " | ".join(md(col.label()) for col in m.columns) + " |", "|---|" + "---|" * len(m.columns)]
-    for row in m.rows:
-        cells = []
-        for c in range(len(m.columns)):
-            verdict = m.cells.get((row, c), "-")
-            cells.append(f"**{md(verdict)}**" if verdict in FAILING else md(verdict))
-        lines.append(f"| {md(row)} | " + " | ".join(cells) + " |")
+    shown = {v: f"**{md(v)}**" if v in FAILING else md(v) for v in {"-", *m.cells.values()}}  # each verdict once
+    lines += [f"| {md(row)} | " + " | ".join(shown[v] for v in m.verdicts(row)) + " |" for row in m.rows]
     bad = m.failing()
     lines += ["", f"**{len(bad)} failing:**" if bad else "Nothing fails."]
     lines += [f"- **{md(v)}**: {md(row)} on {md(col.label())}" for row, col, v in bad]
@@ -131,14 +148,9 @@ def render_html(files: list[tuple[str, list[LabResult]]]) -> str:
         return head + "<p>No runs in the given files: nothing to merge.</p>\n"
     head += differs_html(m)
     ths = "".join(f"<th>{h(col.label())}</th>" for col in m.columns)
-    rows = []
-    for row in m.rows:
-        tds = []
-        for c in range(len(m.columns)):
-            verdict = m.cells.get((row, c), "-")
-            text = f"<b>{h(verdict)}</b>" if verdict in FAILING else h(verdict)
-            tds.append(f'<td style="background:{COLOUR.get(verdict, "#fff")}">{text}</td>')
-        rows.append(f"<tr><th>{h(row)}</th>{''.join(tds)}</tr>")
+    td = {v: f'<td style="background:{COLOUR.get(v, "#fff")}">' + (f"<b>{h(v)}</b>" if v in FAILING else h(v))
+          + "</td>" for v in {"-", *m.cells.values()}}  # each verdict's cell once
+    rows = [f"<tr><th>{h(row)}</th>{''.join(td[v] for v in m.verdicts(row))}</tr>" for row in m.rows]
     bad = m.failing()
     summary = (f"<p><b>{len(bad)} failing:</b></p><ul>"
                + "".join(f"<li><b>{h(v)}</b>: {h(row)} on {h(col.label())}</li>" for row, col, v in bad) + "</ul>"
