@@ -14,9 +14,10 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# a condition variable per thread; an atomic turn counter polled with yield; a futex word per thread; the cv
-# and the futex with every thread on one core (native_relay.cu says what each does)
-NATIVE_MODES = ("cv", "spin", "futex", "cv1", "futex1")
+# a condition variable per thread; an atomic turn counter polled with yield; a futex word per thread; the next
+# thread woken during the handoff and polling; the cv and the futex with every thread on one core
+# (native_relay.cu says what each does)
+NATIVE_MODES = ("cv", "spin", "futex", "prewake", "cv1", "futex1")
 
 
 def build_native() -> tuple[str | None, str]:

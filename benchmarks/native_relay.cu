@@ -20,6 +20,9 @@
 //           polls (no sleep, no wakeup: the next thread sees its turn on its next poll)
 //   futex   each thread sleeps on its own futex word; a handoff sets the next word and
 //           wakes that thread (one system call each side, no mutex)
+//   prewake each thread sleeps on its own futex word; the thread holding the context wakes the next one
+//           right after its launch, so that it is awake and polling the turn counter (on a core of its
+//           own) by the time the context is popped: no wake-up is left on the handoff's path
 //   cv1, futex1   cv or futex with every thread pinned to one core (only one of them
 //           runs at a time, so a handoff is a switch on a core whose caches hold the
 //           relay's data: what ctxlab's relay does)
@@ -95,7 +98,11 @@ static CUcontext pointer_context(CUdeviceptr p) {
     return c;
 }
 
-static bool handoff(Relay& s) {
+static bool handoff(Relay& s, std::atomic<int>* wake_next = nullptr);
+
+static void futex_wake(std::atomic<int>& word);
+
+static bool handoff(Relay& s, std::atomic<int>* wake_next) {
     bool ok = true;
     CUcontext cur = nullptr;
     DRV(cuCtxGetCurrent(&cur));
@@ -105,6 +112,7 @@ static bool handoff(Relay& s) {
     ok &= cur == s.ctx;
     verify_and_update<<<1, BLOCK, 0, s.stream>>>(s.a, N, K, s.out_dev);  // runs while the host checks
     RT(cudaGetLastError());
+    if (wake_next) futex_wake(*wake_next);  // prewake: the next thread wakes while this one waits for the GPU
     ok &= pointer_context((CUdeviceptr)s.a) == s.ctx;
     ok &= pointer_context(s.dptr) == s.ctx;
     void* address = nullptr;
@@ -134,9 +142,10 @@ int main(int argc, char** argv) {
     const char* kind = argc == 5 ? argv[4] : "primary";
     const bool spin = std::strcmp(mode, "spin") == 0;
     const bool futex = std::strcmp(mode, "futex") == 0 || std::strcmp(mode, "futex1") == 0;
+    const bool prewake = std::strcmp(mode, "prewake") == 0;
     const bool one_core = std::strcmp(mode, "cv1") == 0 || std::strcmp(mode, "futex1") == 0;
-    if (!spin && !futex && std::strcmp(mode, "cv") != 0 && std::strcmp(mode, "cv1") != 0) {
-        std::fprintf(stderr, "native_relay: mode must be cv, spin, futex, cv1 or futex1\n");
+    if (!spin && !futex && !prewake && std::strcmp(mode, "cv") != 0 && std::strcmp(mode, "cv1") != 0) {
+        std::fprintf(stderr, "native_relay: mode must be cv, spin, futex, prewake, cv1 or futex1\n");
         return 2;
     }
     const bool created = std::strcmp(kind, "created") == 0;
@@ -179,6 +188,13 @@ int main(int argc, char** argv) {
     std::vector<Turn> turns(threads);
     std::atomic<long long> turn{-1};  // spin: the handoff whose turn it is (-1: not started)
     std::vector<std::thread> workers;
+    // The floor: verified handoffs made by one thread, the context pushed and popped by it, no hand-over between
+    // threads (counted in the final values, not in the relay's rate).
+    const int alone = 2000;
+    long long alone_ok = 0;
+    auto a0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < alone; ++i) alone_ok += handoff(s);
+    const double alone_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a0).count() / alone;
     const long long total = (long long)threads * rounds;
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < threads; ++i) {
@@ -190,6 +206,17 @@ int main(int argc, char** argv) {
                 if (sched_setaffinity(0, sizeof(set), &set) != 0) unpinned = true;  // 0: this thread
             }
             for (int r = 0; r < rounds; ++r) {
+                if (prewake) {
+                    const long long mine = (long long)r * threads + i;
+                    if (mine > 0 && threads > 1) futex_wait_for(turns[i].word);  // woken during the last handoff
+                    while (turn.load(std::memory_order_acquire) != mine) {}
+                    const bool more = mine + 1 < total;
+                    bool ok = handoff(s, more && threads > 1 ? &turns[(i + 1) % threads].word : nullptr);
+                    s.verified += ok;
+                    s.mismatches += !ok;
+                    turn.store(mine + 1, std::memory_order_release);
+                    continue;
+                }
                 if (spin) {
                     const long long mine = (long long)r * threads + i;
                     while (turn.load(std::memory_order_acquire) != mine) std::this_thread::yield();
@@ -224,7 +251,7 @@ int main(int argc, char** argv) {
             }
         });
     }
-    if (spin) {
+    if (spin || prewake) {
         turn.store(0, std::memory_order_release);
     } else if (futex) {
         futex_wake(turns[0].word);
@@ -242,13 +269,13 @@ int main(int argc, char** argv) {
     RT(cudaMemcpy(final_values.data(), s.a, N * sizeof(long long), cudaMemcpyDeviceToHost));
     long long final_global = 0;
     RT(cudaMemcpyFromSymbol(&final_global, probe_global, sizeof(long long)));
-    bool every = final_global == 1000 + K * total;
-    for (int i = 0; i < N; ++i) every &= final_values[i] == initial[i] + total;
+    bool every = final_global == 1000 + K * (total + alone) && alone_ok == alone;
+    for (int i = 0; i < N; ++i) every &= final_values[i] == initial[i] + total + alone;
     DRV(cuCtxPopCurrent(&popped));
     if (created) DRV(cuCtxDestroy(s.ctx));
     std::printf("{\"mode\": \"%s\", \"context\": \"%s\", \"threads\": %d, \"rounds\": %d, \"handoffs\": %lld, \"verified\": %lld, \"mismatches\": %lld, "
-                "\"final_ok\": %s, \"seconds\": %.6f, \"verified_per_s\": %.1f, \"core\": %d}\n",
+                "\"final_ok\": %s, \"seconds\": %.6f, \"verified_per_s\": %.1f, \"core\": %d, \"alone_us\": %.3f}\n",
                 mode, kind, threads, rounds, total, s.verified, s.mismatches, every ? "true" : "false", seconds,
-                s.verified / seconds, core);
+                s.verified / seconds, core, alone_us);
     return every && s.mismatches == 0 ? 0 : 1;
 }

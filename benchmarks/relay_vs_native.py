@@ -28,7 +28,7 @@ def relay_child(kind: str, threads: int, rounds: int) -> None:
     from ctxlab.labs.migrate import handoff
 
     output = handoff(0, kind, threads, rounds, 60.0, bare=False)
-    summary = next(o["value"] for o in output["observations"] if o["what"] == "handoffs verified")
+    summary = next(o.value for o in output["observations"] if o.what == "handoffs verified")
     print(json.dumps({"verified_per_s": output["metrics"][f"{kind}: verified handoffs/s"], **summary}))
 
 

@@ -124,7 +124,7 @@ class OffByOne(relay.Relay):
 
 relay.Relay = OffByOne
 output = relay.handoff(0, "primary", 4, 5, 60.0, bare=False)
-print(json.dumps(next(o["value"] for o in output["observations"] if o["what"] == "handoffs verified")))
+print(json.dumps(next(o.value for o in output["observations"] if o.what == "handoffs verified")))
 """
 
 

@@ -83,6 +83,7 @@ class Relay:
                                     (GLOBAL_STEP, ctypes.c_longlong), (out, ctypes.c_void_p)], 1, VERIFY_THREADS)
         rec.add("setup", "global", {"address": probe.global_address, "value": probe.read_global()})
         rec.add("setup", "stream context", {"stream": stream.ptr, "context": self.stream_ctx})
+        self.hot = (probe.module, self.cu_stream, self.launch, self.seen, a.data.ptr, self.dptr)
         popped = drv.pop()
         rec.add("setup", "popped", {"handle": popped, "same": popped == ctx}, context=(None, None))
         self.t0 = time.perf_counter()
@@ -115,11 +116,10 @@ class Relay:
         driver = self.driver
         module_get_global, sync = driver.cuModuleGetGlobal, driver.cuStreamSynchronize
         get_current = driver.cuCtxGetCurrent
-        module, stream, launch, seen = self.probe.module, self.cu_stream, self.launch, self.seen
-        a_ptr, d_ptr = self.a.data.ptr, self.dptr
         context_of, stream_context = drv.pointer_context, drv.stream_context
 
         def handoff(ctx):
+            module, stream, launch, seen, a_ptr, d_ptr = self.hot  # what setup made, looked up once
             err, before = get_current()
             if int(err):
                 ok_or_raise((err, before), "cuCtxGetCurrent")
@@ -136,7 +136,8 @@ class Relay:
                         self.stream_ctx, self.sum, self.global_value)
             ok = observed == expected
             if not ok:  # told check by check, so the first mismatch names what differed
-                ok = all([self.check(label, o, e, r) for label, o, e in zip(self.CHECKS, observed, expected)])
+                told = zip(self.CHECKS, observed, expected, strict=True)
+                ok = all([self.check(label, o, e, r) for label, o, e in told])
             self.sum += ARRAY_LEN
             self.global_value += GLOBAL_STEP
             if self.index < TIMELINE_HANDOFFS:
