@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import stat
 import sys
 import tempfile
@@ -211,18 +212,44 @@ def _write_in_place(path: str, text: Text) -> None:
 
 def _write_stdout(text: Text) -> None:
     _stdout_open()
-    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    stream = sys.stdout
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    binary = getattr(stream, "buffer", None)
     try:
+        stream.flush()  # what was printed before goes first
         for chunk in chunks(text):
-            try:
-                sys.stdout.write(chunk)
-            except UnicodeEncodeError:  # what this terminal cannot show (a lone surrogate too) as ?
-                sys.stdout.write(chunk.encode(encoding, "replace").decode(encoding, "replace"))
-        sys.stdout.flush()
+            if binary is None:
+                _write_text(stream, chunk, encoding)
+            else:
+                try:
+                    data = chunk.encode(encoding, getattr(stream, "errors", None) or "strict")
+                except UnicodeEncodeError:  # what this terminal cannot show (a lone surrogate too) as ?
+                    data = chunk.encode(encoding, "replace")
+                _write_all(binary, data)
+        (binary or stream).flush()
     except BrokenPipeError:  # the reader is gone (| head): stop quietly with 141, as every Unix tool does
         raise reader_gone(stdout_known=True) from None
     except OSError as exc:
         raise OutputError(STDOUT, _reason(exc)) from None
+
+
+def _write_text(stream: object, chunk: str, encoding: str) -> None:
+    try:
+        stream.write(chunk)  # type: ignore[attr-defined]
+    except UnicodeEncodeError:
+        stream.write(chunk.encode(encoding, "replace").decode(encoding, "replace"))  # type: ignore[attr-defined]
+
+
+def _write_all(binary: object, data: bytes) -> None:
+    """Every byte, even where standard output is unbuffered (PYTHONUNBUFFERED, -u): there a write to a pipe
+    that a signal cuts short returns the part it wrote, and the text layer would drop the rest silently."""
+    view = memoryview(data)
+    while view:
+        written = binary.write(view)  # type: ignore[attr-defined]
+        if written is None:  # a non-blocking descriptor that is full: wait until it takes more
+            select.select([], [binary], [])
+            continue
+        view = view[written:]
 
 
 def file_identity(path: str) -> tuple[int, int] | None:
