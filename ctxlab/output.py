@@ -32,7 +32,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from ctxlab.interrupts import deferred, reader_gone
 
@@ -240,12 +240,12 @@ def _write_text(stream: object, chunk: str, encoding: str) -> None:
         stream.write(chunk.encode(encoding, "replace").decode(encoding, "replace"))  # type: ignore[attr-defined]
 
 
-def _write_all(binary: object, data: bytes) -> None:
+def _write_all(binary: Any, data: bytes) -> None:
     """Every byte, even where standard output is unbuffered (PYTHONUNBUFFERED, -u): there a write to a pipe
     that a signal cuts short returns the part it wrote, and the text layer would drop the rest silently."""
     view = memoryview(data)
     while view:
-        written = binary.write(view)  # type: ignore[attr-defined]
+        written = binary.write(view)
         if written is None:  # a non-blocking descriptor that is full: wait until it takes more
             select.select([], [binary], [])
             continue
