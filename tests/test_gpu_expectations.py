@@ -299,3 +299,79 @@ def test_a_lab_skipped_whole_passes_only_for_missing_hardware_or_library(reason,
     half = dataclasses.replace(run, observations=skipped[1:] + [o for o in run.observations
                                                                 if o.scenario == skipped[0].scenario])
     assert not [p for p in invariant_problems(half) if p.startswith("every scenario")]
+
+
+# ---------------------------------------------------------------- observations' outcome classes, under the key
+
+def observation_claims():
+    return [(run.lab, c.id) for run in check_runs() for c in run.claims
+            if c.kind == "observation" and c.verdict == "observed"
+            and "silent-wrong" not in expected.expectations(H200)["outcomes"].get(c.id, ["silent-wrong"])]
+
+
+@pytest.mark.parametrize("lab, cid", observation_claims(), ids=lambda v: v)
+def test_an_observation_that_turns_silently_wrong_is_caught_under_the_recorded_key(lab, cid):
+    """Both read ``observed``: the outcome class tells an error (or a right answer) from a silent wrong value."""
+    run = by_lab(lab)
+    claim = next(c for c in run.claims if c.id == cid)
+    wrong = replace_claim(run, cid, evidence=claim.evidence + "; then silent-wrong-result (got 0, expected 1)")
+    message = failure(wrong)
+    assert f"{cid}: shows silent-wrong, never recorded here" in message
+
+
+def test_outcome_classes_name_what_the_evidence_shows():
+    classes = expected.outcome_classes
+    assert classes("primary: correct; created: CUDA_ERROR_INVALID_HANDLE (all 3)") == ["correct", "error"]
+    assert classes("cudaErrorIllegalAddress in 2 of 3, crashed (SIGSEGV) in 1") == ["crash", "error"]
+    assert classes("wrong values returned without an error: 0") == []
+    assert classes("wrong values returned without an error: 4") == ["silent-wrong"]
+    assert classes("silent-wrong-result (got 0, expected 1499500)") == ["silent-wrong"]
+    assert classes("the sum is incorrect") == []  # a word that only contains "correct"
+
+
+def test_a_race_that_did_not_hit_this_time_passes():
+    """A class recorded before and not shown now (the unnamed stream's race read right every time) is no change."""
+    run = by_lab("interop")
+    cid = "interop.exchange.unnamed-stream"
+    assert "silent-wrong" in expected.expectations(H200)["outcomes"][cid]
+    assert_expected(replace_claim(run, cid, evidence="every read correct (all 3)"), gpus=1)
+
+
+# ---------------------------------------------------------------- the same GPU under another driver
+
+def driver_update(run):
+    return dataclasses.replace(run, environment={**run.environment, "driver_version": 13010})
+
+
+def test_a_driver_update_on_the_same_gpu_still_checks_what_does_not_depend_on_the_driver():
+    run = driver_update(by_lab("migrate"))
+    assert expectations_for(run.environment) is None and expected.same_gpu(run.environment) is not None
+    assert_expected(run, gpus=1)  # as recorded: nothing differs
+    promise = next(c for c in run.claims if c.kind == "promise" and c.verdict == "holds")
+    skipped = replace_claim(run, promise.id, verdict="skipped", evidence="precondition not met: no context")
+    assert f"{promise.id}: skipped on the GPU its file decides it on (holds)" in failure(skipped)
+    # a library missing on this runner is no finding on the GPU
+    missing = replace_claim(run, promise.id, verdict="skipped", evidence="cupti-python is not installed here")
+    with pytest.warns(UserWarning, match=f"differ from .*\\n{promise.id}: skipped"):
+        assert_expected(missing, gpus=1)
+
+
+def test_a_driver_update_may_change_old_texts_and_observations_with_a_warning():
+    run = driver_update(by_lab("refcount"))
+    old = next(c for c in run.claims if c.kind == "old-text" and c.verdict == "holds")
+    obs = next(c for c in run.claims if c.kind == "observation" and c.verdict == "observed"
+               and "silent-wrong" not in expected.expectations(H200)["outcomes"].get(c.id, ["silent-wrong"]))
+    changed = replace_claim(replace_claim(run, old.id, verdict="changed"), obs.id,
+                            evidence=obs.evidence + "; silent-wrong-result (got 0, expected 1)")
+    with pytest.warns(UserWarning, match=f"(?s)differ from .*{old.id}: changed.*{obs.id}: shows silent-wrong"):
+        assert_expected(changed, gpus=1)
+    # the same run under the recorded key fails on both
+    message = failure(dataclasses.replace(changed, environment=by_lab("refcount").environment))
+    assert f"{old.id}: changed" in message and f"{obs.id}: shows silent-wrong" in message
+
+
+def test_elsewhere_a_skipped_promise_with_a_reason_is_only_the_invariants_business():
+    run = elsewhere(by_lab("migrate"))
+    promise = next(c for c in run.claims if c.kind == "promise" and c.verdict == "holds")
+    with pytest.warns(UserWarning, match="no expectations"):
+        assert_expected(replace_claim(run, promise.id, verdict="skipped", evidence="precondition not met"), gpus=1)

@@ -9,8 +9,15 @@ and the test fails naming the claim and its evidence.
 
 Exact verdicts (``verdict_problems``) where an expectations file exists for the run's environment: one file per
 environment (GPU, driver, runtimes) under ``tests/gpu/expectations/``, named by ``slug``; today's is the
-H200's. Elsewhere the invariants are what is checked, and a warning names the file to write:
-``python -m tests.gpu.expected RUN.json...`` writes it from that machine's runs.
+H200's. There an observation claim is compared on its outcome classes too (``outcome_classes``: an error, a
+silent wrong value, a correct answer, a crash): every class its evidence shows must be one recorded there (an
+error turned into a silent wrong value fails, though both read ``observed``).
+
+On the same GPU under another driver or runtime (``same_gpu``), what does not depend on them is still checked
+(``driver_independent_problems``): every claim that file decides is decided (not skipped, unless a library is
+missing) and every promise it says holds, holds; old texts and observations, the driver's to change, are
+listed in a warning where they differ. Elsewhere the invariants are what is checked, and a warning names the
+file to write: ``python -m tests.gpu.expected RUN.json...`` writes it from that machine's runs.
 """
 
 from __future__ import annotations
@@ -66,6 +73,44 @@ def expectations_for(env: dict) -> dict | None:
     assert environment_key(table["written_for"]) == environment_key(env), \
         f"{path.name} is named for {slug(env)} but written for {environment_key(table['written_for'])}"
     return table
+
+
+def same_gpu(env: dict) -> dict | None:
+    """An expectations file written for this environment's GPU under another driver or runtimes, or None."""
+    for path in files():
+        table = expectations(path)
+        if table["written_for"].get("gpu") == env.get("gpu"):
+            return table
+    return None
+
+
+# ---------------------------------------------------------------- what an observation's evidence shows
+
+_CLASSES = {
+    "error": re.compile(r"\bCUDA_ERROR_[A-Z_]+|\bcudaError[A-Za-z]+"),
+    "silent-wrong": re.compile(r"silent-wrong-result|wrong values returned without an error: [1-9]"),
+    "correct": re.compile(r"\bcorrect\b"),
+    "crash": re.compile(r"\bcrash|\bSIG[A-Z]{3,}\b|died with"),
+}
+
+
+def outcome_classes(evidence: str) -> list[str]:
+    """The outcome classes an observation claim's evidence shows: error, silent-wrong, correct, crash."""
+    return sorted(name for name, pattern in _CLASSES.items() if pattern.search(evidence or ""))
+
+
+def outcome_problems(run, table: dict) -> list[str]:
+    """Observation claims showing an outcome class never recorded for them on the table's environment."""
+    allowed = table.get("outcomes", {})
+    out = []
+    for claim in run.claims:
+        if claim.kind != "observation" or claim.verdict != "observed" or claim.id not in allowed:
+            continue
+        new = sorted(set(outcome_classes(claim.evidence)) - set(allowed[claim.id]))
+        if new:
+            out.append(f"{claim.id}: shows {', '.join(new)}, never recorded here (recorded: "
+                       f"{', '.join(allowed[claim.id]) or 'none'}): {claim.evidence}")
+    return out
 
 
 def visible_gpus() -> int:
@@ -194,18 +239,50 @@ def verdict_problems(run, table: dict, traced: bool = False, gpus: int | None = 
     return out
 
 
+def driver_independent_problems(run, table: dict, traced: bool = False, gpus: int | None = None) -> list[str]:
+    """Against a file for the same GPU under another driver or runtimes: a claim the file decides that the run
+    skips for a reason other than a missing library, and a promise the file says holds that does not."""
+    import ctxlab
+
+    kinds = {c.id: c.kind for c in ctxlab.claims(run.lab)}
+    got = {c.id: c for c in run.claims}
+    out = []
+    for cid, want in expected_for(run, table, traced, gpus).items():
+        claim = got.get(cid)
+        if claim is None or want in (None, "skipped", "unjudged"):
+            continue
+        if claim.verdict == "skipped":  # a library missing on this runner is no finding about the GPU
+            if not WHOLE_LAB_SKIP.search(claim.evidence):
+                out.append(f"{cid}: skipped on the GPU its file decides it on ({want}): {claim.evidence}")
+        elif kinds.get(cid) == "promise" and want == "holds" and claim.verdict != "holds":
+            out.append(f"{cid}: {claim.verdict} (holds on this GPU under the file's driver): {claim.evidence}")
+    return out
+
+
 def assert_expected(run, traced: bool = False, gpus: int | None = None) -> None:
-    """The invariants on every machine; the exact verdicts where an expectations file exists for the run's
-    environment (``gpus`` visible: default this machine's)."""
+    """The invariants on every machine; the exact verdicts (and observations' outcome classes) where an
+    expectations file exists for the run's environment, what does not depend on the driver where one exists
+    for its GPU (``gpus`` visible: default this machine's)."""
     assert_invariants(run)
     table = expectations_for(run.environment)
-    if table is None:
-        warnings.warn(f"no expectations for {environment_key(run.environment)}: the invariants were checked, "
-                      f"not the verdicts; write tests/gpu/expectations/{slug(run.environment)}.json from this "
-                      f"machine's runs (python -m tests.gpu.expected RUN.json...)", stacklevel=2)
+    if table is not None:
+        wrong = verdict_problems(run, table, traced, gpus) + outcome_problems(run, table)
+        assert not wrong, f"{run.lab} against {slug(run.environment)}.json:\n" + "\n".join(wrong)
         return
-    wrong = verdict_problems(run, table, traced, gpus)
-    assert not wrong, f"{run.lab} against {slug(run.environment)}.json:\n" + "\n".join(wrong)
+    table = same_gpu(run.environment)
+    if table is not None:
+        name = slug(table["written_for"])
+        wrong = driver_independent_problems(run, table, traced, gpus)
+        assert not wrong, f"{run.lab} against {name}.json (same GPU, another driver or runtime):\n" + "\n".join(wrong)
+        differ = verdict_problems(run, table, traced, gpus) + outcome_problems(run, table)
+        if differ:
+            warnings.warn(f"{run.lab}: on {run.environment.get('gpu')} under driver "
+                          f"{run.environment.get('driver_version')}, these differ from {name}.json (the driver's "
+                          f"or runtime's to change):\n" + "\n".join(differ), stacklevel=2)
+        return
+    warnings.warn(f"no expectations for {environment_key(run.environment)}: the invariants were checked, "
+                  f"not the verdicts; write tests/gpu/expectations/{slug(run.environment)}.json from this "
+                  f"machine's runs (python -m tests.gpu.expected RUN.json...)", stacklevel=2)
 
 
 def skip_unless_expectations(run) -> dict:
@@ -234,9 +311,13 @@ def written_from(runs: list) -> dict:
     (env,) = {json.dumps(environment_key(r.environment), sort_keys=True) for r in runs} or {"{}"}
     first = runs[0].environment
     verdicts = {c.id: c.verdict for r in runs for c in r.claims}
+    outcomes: dict[str, set] = {}
+    for claim in (c for r in runs for c in r.claims if c.kind == "observation" and c.verdict == "observed"):
+        outcomes.setdefault(claim.id, set()).update(outcome_classes(claim.evidence))
     return {"written_for": {**json.loads(env), "driver": first.get("driver", ""),
                             "libraries": {"cupy": first.get("cupy"), "cuda_bindings": first.get("cuda_bindings")}},
             "verdicts": {c.id: verdicts[c.id] for c in ctxlab.claims() if c.id in verdicts},
+            "outcomes": {cid: sorted(outcomes[cid]) for cid in sorted(outcomes)},
             "traced": {},
             "needs_two_gpus": {"why": "the peer lab needs a second GPU: on a machine of one every claim is skipped "
                                       "with that reason", "claims": sorted(c.id for c in ctxlab.claims("peer"))}}
