@@ -20,7 +20,7 @@ class ReplayTracer:
     def __init__(self, calls="context", stacks=False, extra_callbacks=(), flight=None, **_):
         self.stacks, self.extra_callbacks, self.flight = stacks, tuple(extra_callbacks), flight
         self.events: list = []
-        self.stats = {"records": 0, "callbacks": 0, "flushes": 0}
+        self.stats = {"records": 0, "callbacks": 0}
         self.cuda_initialised = os.environ.get(INITIALISED) == "1"
         if os.environ.get(OPTIONS):
             with open(os.environ[OPTIONS], "w") as handle:

@@ -37,6 +37,16 @@ SEVERITIES = ("error", "warning", "info")
 NOT_CALLS = ("resource", "audit")
 
 
+def succeeded(event: dict) -> bool:
+    """The call returned success. A call with no status (still in flight when the program ended) has not."""
+    return event.get("status") in ("CUDA_SUCCESS", "cudaSuccess")
+
+
+def ok_or_pending(event: dict) -> bool:
+    """The call returned success or has not returned (no status): nothing says it failed."""
+    return event.get("status") in OK_STATUSES
+
+
 def failed(event: dict) -> bool:
     """The call returned an error status (not success, not a state report such as NOT_READY)."""
     status = event.get("status")

@@ -10,18 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ctxlab.audit.engine import Stream
+from ctxlab.audit.engine import Stream, succeeded
 from ctxlab.audit.hooks import GREEN_CONTEXT, Allocations, allocation_size
 
-OK = "CUDA_SUCCESS"
 CREATES = ("cuCtxCreate",)
 # Calls that use a context: kernels, copies, memsets, graphs, and the program's allocations (not queries).
 WORK = ("cuLaunch", "cudaLaunch", "cuMemcpy", "cudaMemcpy", "cuMemset", "cudaMemset", "cuGraphLaunch",
         "cudaGraphLaunch", "cuMemAlloc", "cudaMalloc", "cuMemCreate")
-
-
-def _ok(e: dict) -> bool:
-    return e.get("status") in (OK, "cudaSuccess")
 
 
 def primary_handles(events: list[dict] | Stream) -> set[int]:
@@ -36,7 +31,7 @@ def primary_handles(events: list[dict] | Stream) -> set[int]:
                 if maker is not None or stream.enclosing_runtime(e) is not None:
                     out.add(e["context"])
     for e in stream.calls:
-        if e.get("name", "").startswith("cuDevicePrimaryCtxRetain") and _ok(e):
+        if e.get("name", "").startswith("cuDevicePrimaryCtxRetain") and succeeded(e):
             handle = (e.get("args") or {}).get("ctx") or e.get("context")
             if handle:
                 out.add(handle)
@@ -103,11 +98,11 @@ def facts(s: Stream) -> Facts:
             f.streams.setdefault(e["stream"], []).append((e.get("start", 0), ctx, e))
     for e in s.calls:
         name, args, ctx = e.get("name", ""), e.get("args") or {}, e.get("context") or 0
-        if name.startswith(WORK) and ctx and e.get("from") != "callback" and _ok(e):
+        if name.startswith(WORK) and ctx and e.get("from") != "callback" and succeeded(e):
             f.worked.add(ctx)
         elif name.startswith(WORK) and ctx and name.startswith(("cuLaunch", "cuMemcpy", "cuMemset")):
             f.worked.add(ctx)  # a runtime's launch or copy beneath its own call: work in that context
-        if not _ok(e):
+        if not succeeded(e):
             continue
         if name.startswith(CREATES) and args.get("ctx"):
             f.created[args["ctx"]] = e
@@ -137,10 +132,10 @@ def allocation_owners(s: Stream) -> list[tuple[dict, tuple[int, int, int, int] |
         name, args = e.get("name", ""), e.get("args") or {}
         if e.get("domain") != "driver":
             continue
-        if name.startswith("cuMemAlloc") and _ok(e) and args.get("ptr") and e.get("context"):
+        if name.startswith("cuMemAlloc") and succeeded(e) and args.get("ptr") and e.get("context"):
             allocations.add(args["ptr"], allocation_size(args), e["context"], e.get("correlation", 0))
         elif args.get("ptr"):
             out.append((e, allocations.find(args["ptr"])))
-            if name.startswith("cuMemFree") and _ok(e):
+            if name.startswith("cuMemFree") and succeeded(e):
                 allocations.free(args["ptr"])
     return out

@@ -5,9 +5,9 @@ elsewhere, and a launch refused for its configuration. Each finding names the st
 
 from __future__ import annotations
 
-from ctxlab.audit.engine import Hit, Stream, place_of, thread_of
+from ctxlab.audit.engine import Hit, Stream, ok_or_pending, place_of, thread_of
 from ctxlab.audit.hooks import arguments
-from ctxlab.audit.state import CAPTURE_MODES, OUT_OF_MEMORY, model, ok
+from ctxlab.audit.state import CAPTURE_MODES, OUT_OF_MEMORY, model
 from ctxlab.tracing.fields import launch_shape
 
 CAPTURE_STATUSES = ("CUDA_ERROR_STREAM_CAPTURE", "cudaErrorStreamCapture", "CUDA_ERROR_CAPTURED_EVENT",
@@ -55,14 +55,14 @@ def capture_violation(s: Stream) -> list[Hit]:
                 "a call that would synchronise or touch the legacy stream cannot be captured")
         end = capture.end
         ended = (f"; the capture's {end['name']} then returned {end.get('status')}" if end is not None
-                 and not ok(end) else "")
+                 and not ok_or_pending(end) else "")
         more = f" ({len(calls) - 1} more call(s) of this thread failed during the capture)" if len(calls) > 1 else ""
         hits.append(Hit(e, f"{e['name']} {where} returned {e.get('status')} while stream {capture.stream:#x} was "
                            f"capturing a graph ({mode} mode, begun with {capture.begin['name']} on thread "
                            f"{thread_of(capture.begin)}{place_of(capture.begin)}): {rule}{more}. The capture is "
                            f"invalidated{ended}. Make such calls before the capture begins or after it ends, or "
                            f"capture in thread-local or relaxed mode when other threads must go on",
-                        calls=(e, *((end,) if end is not None and not ok(end) else ())),
+                        calls=(e, *((end,) if end is not None and not ok_or_pending(end) else ())),
                         related=(("capture begun at", capture.begin),), explains=tuple(calls)))
     return hits
 
@@ -108,7 +108,7 @@ def freed_memory_used(s: Stream) -> list[Hit]:
             seen.add(key)
             again = e.get("name", "").startswith(FREE_CALLS) and address == block.base
             what = "freed again" if again else f"used ({role} {address:#x})"
-            outcome = f"returned {e.get('status')}" if not ok(e) else "ran"
+            outcome = f"returned {e.get('status')}" if not ok_or_pending(e) else "ran"
             assert block.freed is not None
             hits.append(Hit(e, f"{e['name']} on thread {thread_of(e)} {outcome}: the {block.size}-byte allocation at "
                                f"{block.base:#x} ({block.made['name']} on thread {thread_of(block.made)}"

@@ -5,7 +5,7 @@ two threads. Messages are built from the values observed (calls, statuses, threa
 
 from __future__ import annotations
 
-from ctxlab.audit.engine import NOT_CALLS, OK_STATUSES, Hit, Stream, call_text, end_of, failed, thread_of
+from ctxlab.audit.engine import NOT_CALLS, Hit, Stream, call_text, end_of, failed, ok_or_pending, thread_of
 from ctxlab.audit.facts import green_contexts, primary_handles
 from ctxlab.audit.hooks import FOREIGN_POINTER
 
@@ -13,7 +13,7 @@ INVALID_CONTEXT = "CUDA_ERROR_INVALID_CONTEXT"
 DESTROYED = ("CUDA_ERROR_CONTEXT_IS_DESTROYED", "cudaErrorContextIsDestroyed")
 INVALID_HANDLE = ("CUDA_ERROR_INVALID_HANDLE", "cudaErrorInvalidResourceHandle")
 # Queries a library makes to find out whether a thread has a context: their INVALID_CONTEXT is an answer.
-PROBES = ("cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxGetId", "cuCtxGetFlags", "cuCtxGetApiVersion",
+CONTEXT_QUERIES = ("cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxGetId", "cuCtxGetFlags", "cuCtxGetApiVersion",
           "cuDevicePrimaryCtx")
 LAUNCH_OR_LOOKUP = ("cuLaunch", "cudaLaunch", "cuModuleGetFunction", "cuKernelGetFunction", "cuFuncGetAttribute",
                     "cuFuncSetAttribute", "cuFuncSetCacheConfig", "cuOccupancy", "cudaFuncGetAttributes",
@@ -21,10 +21,6 @@ LAUNCH_OR_LOOKUP = ("cuLaunch", "cudaLaunch", "cuModuleGetFunction", "cuKernelGe
 RESETS = ("cudaDeviceReset", "cuDevicePrimaryCtxReset")
 ALLOCATIONS = ("cuMemAlloc", "cudaMalloc", "cuMemCreate")
 MODULE_LOADS = ("cuModuleLoad",)
-
-
-def _ok(event: dict) -> bool:
-    return event.get("status") in OK_STATUSES
 
 
 def _by_runtime(s: Stream, event: dict) -> bool:
@@ -41,7 +37,7 @@ def no_context(s: Stream) -> list[Hit]:
     for e in s.calls:
         if e.get("domain") != "driver" or e.get("status") != INVALID_CONTEXT or e.get("context"):
             continue
-        if e.get("name", "").startswith(PROBES) or _by_runtime(s, e):
+        if e.get("name", "").startswith(CONTEXT_QUERIES) or _by_runtime(s, e):
             continue  # a probe, or the runtime asking beneath its own call (it binds a context next)
         if e.get("tid") in seen or s.had_context_before(e.get("tid"), e.get("start", 0)):
             continue
@@ -82,7 +78,7 @@ def primary_released_under_runtime(s: Stream) -> list[Hit]:
     still used it: calls after it failed."""
     hits, seen = [], set()
     for r in s.calls:
-        if not r.get("name", "").startswith("cuDevicePrimaryCtxRelease") or not _ok(r):
+        if not r.get("name", "").startswith("cuDevicePrimaryCtxRelease") or not ok_or_pending(r):
             continue
         if _by_runtime(s, r):
             continue  # the runtime's own release (cudaDeviceReset and the like): judged by the reset rule
@@ -116,12 +112,12 @@ def reset_with_live_allocations(s: Stream) -> list[Hit]:
     """cudaDeviceReset or cuDevicePrimaryCtxReset after allocations were made, and calls after it failed."""
     hits = []
     for r in s.calls:
-        if not r.get("name", "").startswith(RESETS) or not _ok(r):
+        if not r.get("name", "").startswith(RESETS) or not ok_or_pending(r):
             continue
         outer = s.enclosing_runtime(r)
         if outer is not None and outer.get("name", "").startswith("cudaDeviceReset"):
             continue  # the driver reset beneath cudaDeviceReset: one finding, for the runtime call
-        allocations = [a for a in s.calls if a.get("start", 0) < r.get("start", 0) and _ok(a)
+        allocations = [a for a in s.calls if a.get("start", 0) < r.get("start", 0) and ok_or_pending(a)
                        and a.get("name", "").startswith(ALLOCATIONS)]
         later = [c for c in s.calls if c.get("start", 0) > end_of(r) and failed(c)]
         if not allocations or not later:
@@ -193,7 +189,7 @@ def several_runtime_copies(s: Stream) -> list[Hit]:
     first_end = min(ends) if ends else None
     by_context: dict = {}
     for e in s.calls:
-        if not e.get("name", "").startswith("cuDevicePrimaryCtxRetain") or not _ok(e):
+        if not e.get("name", "").startswith("cuDevicePrimaryCtxRetain") or not ok_or_pending(e):
             continue
         if first_end is not None and e.get("start", 0) > first_end:
             continue  # a runtime retaining again after a reset is the same copy

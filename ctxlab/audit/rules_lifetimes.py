@@ -3,15 +3,8 @@ was destroyed. Each reads the facts of the stream (``ctxlab.audit.facts``); mess
 
 from __future__ import annotations
 
-from ctxlab.audit.engine import Hit, Stream, thread_of
+from ctxlab.audit.engine import Hit, Stream, succeeded, thread_of
 from ctxlab.audit.facts import facts
-
-DEAD = ("CUDA_ERROR_CONTEXT_IS_DESTROYED", "CUDA_ERROR_INVALID_CONTEXT", "CUDA_ERROR_INVALID_HANDLE",
-        "CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_NOT_INITIALIZED", "CUDA_ERROR_DEINITIALIZED")
-
-
-def _ok(e: dict) -> bool:
-    return e.get("status") in ("CUDA_SUCCESS", "cudaSuccess")
 
 
 def _caller(s: Stream, e: dict) -> str:
@@ -36,7 +29,7 @@ def stray_context(s: Stream) -> list[Hit]:
         device = f.device.get(ctx)
         where = f"GPU {device}" if device is not None else "a GPU"
         allocations = sum(1 for e in s.calls if e.get("context") == ctx and e.get("name", "").startswith(
-            ("cuMemAlloc", "cudaMalloc")) and _ok(e))
+            ("cuMemAlloc", "cudaMalloc")) and succeeded(e))
         held = (f"; {allocations} allocation(s) were made in it" if allocations else "")
         own = " (on a thread of the library's own)" if made.get("asked_by") else ""
         hits.append(Hit(made if made.get("stack") else maker,
@@ -61,7 +54,7 @@ def context_leak(s: Stream) -> list[Hit]:
     stacks: dict = {}  # tid -> [(ctx, call that put it there, how: push/create/set, replaced push or None)]
     last_push: dict = {}  # (tid, ctx) -> the last push or create of it on that thread, popped or not
     for e in s.calls:
-        if e.get("domain") != "driver" or not _ok(e) or e.get("from") == "callback":
+        if e.get("domain") != "driver" or not succeeded(e) or e.get("from") == "callback":
             continue
         name, args = e.get("name", ""), e.get("args") or {}
         stack = _stack_of(stacks, e.get("tid"))

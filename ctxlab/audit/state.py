@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from ctxlab.audit.engine import NOT_CALLS, OK_STATUSES, Stream, end_of
+from ctxlab.audit.engine import NOT_CALLS, OK_STATUSES, Stream, end_of, ok_or_pending
 from ctxlab.audit.facts import Facts, facts
 from ctxlab.audit.hooks import allocation_size
 
@@ -43,9 +43,6 @@ RUNTIME_OBJECTS = ("libcudart", "libcuda.so", "nvidia/cuda_runtime", "nvidia/cu1
                    "nvidia/cu12/lib/libcudart")
 
 
-def ok(event: dict) -> bool:
-    """The call returned success."""
-    return event.get("status") in OK_STATUSES
 
 
 def failing(event: dict) -> bool:
@@ -162,7 +159,7 @@ def caller_of(event: dict, stream: Stream) -> tuple[str | None, dict | None]:
     made by the Python code that called it (a library's package, or the program)."""
     outer = stream.enclosing_runtime(event) if event.get("domain") == "driver" else None
     if event.get("from") == "callback" or outer is not None:
-        handled = outer if outer is not None and ok(outer) else None
+        handled = outer if outer is not None and ok_or_pending(outer) else None
         return "the CUDA runtime", handled
     for path in event.get("callers") or ():
         if path.startswith(RUNTIME_OBJECTS) or "libcudart" in path:
@@ -290,7 +287,7 @@ def _retried(m: Model, s: Stream) -> None:
         for later in s.by_tid.get(e.get("tid"), ()):
             if later.get("start", 0) <= e.get("start", 0) or later.get("name") != e.get("name"):
                 continue
-            if ok(later) and (later.get("args") or {}).get("size") == size and \
+            if ok_or_pending(later) and (later.get("args") or {}).get("size") == size and \
                     (later.get("stack") or [[None, None]])[0][:2] == line:
                 state.handled_by = later
                 break
@@ -342,7 +339,7 @@ def _replay(m: Model, s: Stream, e: dict, runtime_device: dict) -> None:
         for capture in m.captures:  # a capture ends with its end call, whether or not that call succeeded
             if capture.stream == args["stream"] and capture.end is None:
                 capture.end = e
-    if not ok(e):
+    if not ok_or_pending(e):
         return
     nested = e.get("from") == "callback"
     if name.startswith("cudaSetDevice") and "device" in args:
@@ -388,7 +385,7 @@ def nested_duplicate(s: Stream, e: dict) -> bool:
     starts = s.starts_of(e.get("tid"))
     i = bisect.bisect_left(starts, e.get("start", 0))
     j = bisect.bisect_right(starts, end_of(e))
-    return any(c.get("name", "").startswith("cuMemAlloc") and ok(c) for c in items[i:j])
+    return any(c.get("name", "").startswith("cuMemAlloc") and ok_or_pending(c) for c in items[i:j])
 
 
 def _state(m: Model, s: Stream, e: dict, runtime_device: dict) -> CallState:

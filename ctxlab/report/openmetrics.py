@@ -27,7 +27,7 @@ from collections.abc import Iterable
 
 from ctxlab.envrecord import REASONS, is_environment_error
 from ctxlab.records.model import LabResult
-from ctxlab.records.schema import FAILING, VERDICTS
+from ctxlab.records.schema import VERDICTS
 from ctxlab.report.escape import shown
 
 LABEL_LIMIT = 200
@@ -158,8 +158,3 @@ def render_openmetrics(runs: list[LabResult]) -> str:
                      "verdict": verdict}, 1 if claim.verdict == verdict else 0)
     lines = [line for family in families.values() if family.samples for line in family.lines()]
     return "\n".join([*lines, "# EOF"]) + "\n"
-
-
-def failing_claims(runs: list[LabResult]) -> list[str]:
-    """The ids of the claims that fail or err (for a recipe's one-line reason), in order."""
-    return [c.id for run in runs for c in run.claims if c.verdict in FAILING]

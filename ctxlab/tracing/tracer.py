@@ -121,7 +121,7 @@ class Tracer:
         self.flight = flight
         self._cuda_initialised = False  # CU_INIT_FINISHED seen
         self.events: list[dict] = []  # everything recorded, in order (kept unless drained)
-        self.stats: dict = {"records": 0, "callbacks": 0, "flushes": 0}
+        self.stats: dict = {"records": 0, "callbacks": 0}
         self._seq = itertools.count()
         self._lib: ctypes.CDLL | None = None
         self._cupti_lib: ctypes.CDLL | None = None
@@ -371,10 +371,6 @@ class Tracer:
         lib.ctxlab_reset()
 
     # ---- collecting
-    def flush(self) -> None:
-        """Nothing to hand over: the C side keeps every call as it returns (kept for the callers of old)."""
-        self.stats["flushes"] += 1
-
     def drain(self) -> list[dict]:
         """The events recorded since the last drain."""
         self._process()

@@ -121,11 +121,15 @@ def fork(device: int) -> dict:
 
 
 def _mp_child(device: int, conn) -> None:
-    """In a multiprocessing child: a CuPy reduction with a known answer."""
+    """In a multiprocessing child: a CuPy reduction with a known answer, on the parent's device."""
     try:
         import cupy
 
-        conn.send(checked(lambda: int((cupy.arange(10, dtype=cupy.int64) + 1).sum()), 55)[:300])
+        def reduction() -> int:
+            cupy.cuda.Device(device).use()  # a child starts on device 0 whatever the parent used
+            return int((cupy.arange(10, dtype=cupy.int64) + 1).sum())
+
+        conn.send(checked(reduction, 55)[:300])
     except Exception as exc:
         conn.send(status_name(exc)[:300])
     conn.close()
