@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from ctxlab.envrecord import is_environment_error
+from ctxlab.records.environment_error import is_environment_error
 from ctxlab.records.model import LabResult
 from ctxlab.records.schema import FAILING
 

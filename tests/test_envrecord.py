@@ -11,9 +11,10 @@ import pytest
 
 import ctxlab
 from ctxlab.cuda.environment import BadDevice
+from ctxlab.cuda.environment_error import environment_error_run, reason_of
 from ctxlab.cuda.errors import NoGpu
-from ctxlab.envrecord import REASONS, environment_error_run, is_environment_error, reason_of
 from ctxlab.record import ResultFileError, dumps, parse_runs
+from ctxlab.records.environment_error import REASONS, is_environment_error
 from ctxlab.report.merge import matrix, render_html, render_markdown
 from ctxlab.schema import schema
 from tests.conftest import RESULTS
@@ -168,3 +169,13 @@ def test_the_committed_record_of_this_cpu_machine_loads():
     assert is_environment_error(run) and run.environment["ctxlab"] == "0.2.0"
     log = (RESULTS / "fleet" / "check-no-gpu.log").read_text()
     assert log.startswith("Error: no usable GPU:") and log.endswith("exit 2\n")
+
+
+def test_the_old_import_path_forwards_with_a_deprecation_warning():
+    import importlib
+    import sys
+
+    sys.modules.pop("ctxlab.envrecord", None)
+    with pytest.warns(DeprecationWarning, match="ctxlab.records.environment_error"):
+        old = importlib.import_module("ctxlab.envrecord")
+    assert old.environment_error_run is environment_error_run and old.REASONS is REASONS

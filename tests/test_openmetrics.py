@@ -9,7 +9,7 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 import ctxlab
-from ctxlab.envrecord import environment_error_run
+from ctxlab.cuda.environment_error import environment_error_run
 from ctxlab.record import VERDICTS, ClaimResult
 from ctxlab.report.openmetrics import LABEL_LIMIT, render_openmetrics
 from tests.conftest import RESULTS

@@ -65,7 +65,7 @@ def test_traced_lab_steps_carry_their_driver_calls():
 
 
 def test_stub_parsing_on_the_stub_nvcc_wrote():
-    from ctxlab.stub import parse_stub
+    from ctxlab.labs.modules.stub import parse_stub
 
     parsed = parse_stub((RESULTS / "nvcc_probe.cudafe1.stub.c").read_text())
     assert parsed["kernels"] == [{"name": "tiny_kernel", "mangled": "_Z11tiny_kernelPi"}]

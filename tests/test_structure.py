@@ -32,7 +32,7 @@ KNOWN_CIRCLES: set[frozenset[str]] = set()
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("records", ("ctxlab.version", "ctxlab.errors", "ctxlab.defaults", "ctxlab.levels", "ctxlab.records",
                  "ctxlab.schema", "ctxlab.interrupts")),
-    ("CUDA helpers and claims", ("ctxlab.cuda", "ctxlab.claim", "ctxlab.calling", "ctxlab.stub", "ctxlab.envrecord")),
+    ("CUDA helpers and claims", ("ctxlab.cuda", "ctxlab.claim", "ctxlab.calling", "ctxlab.envrecord")),
     # tracing: the C callback, its records and fields, the stacks, the tracer, the flight recorder, the child
     ("tracing", ("ctxlab.tracing", "ctxlab.trace")),
     ("reports", ("ctxlab.report",)),

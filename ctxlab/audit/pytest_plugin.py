@@ -30,7 +30,7 @@ class Guard:
     def __init__(self) -> None:
         from ctxlab.audit.hooks import AuditHooks
         from ctxlab.audit.observe import tracer_options
-        from ctxlab.trace import Tracer, TraceUnavailable
+        from ctxlab.tracing.tracer import Tracer, TraceUnavailable
 
         try:
             self.tracer = Tracer(**tracer_options(AuditHooks())).__enter__()

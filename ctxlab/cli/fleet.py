@@ -2,10 +2,11 @@
 
 A node that cannot run (no driver, no usable GPU, a device that does not exist, CUPTI missing) still writes
 the report files it was asked for (``--json``, ``--openmetrics``, ``--junit``, ``--markdown``, and
-``--output`` when it names a file) from one environment-error record (``ctxlab.envrecord``), then exits 2
-with the one line it always gave: the fleet sees the node instead of losing it. Standard output gets
-nothing, and standard error only that line; when the record could not be written (a full disk, a
-directory gone), the line says so too, since the fleet will then not see the node.
+``--output`` when it names a file) from one environment-error record
+(``ctxlab.records.environment_error``), then exits 2 with the one line it always gave: the fleet sees the
+node instead of losing it. Standard output gets nothing, and standard error only that line; when the record
+could not be written (a full disk, a directory gone), the line says so too, since the fleet will then not
+see the node.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def openmetrics_option(fn: F) -> F:
 
 def _environment_exceptions() -> tuple[type[BaseException], ...]:
     from ctxlab.cuda.environment import BadDevice, NoGpu
-    from ctxlab.trace import TraceUnavailable
+    from ctxlab.tracing.tracer import TraceUnavailable
 
     return (NoGpu, BadDevice, TraceUnavailable)
 
@@ -82,7 +83,7 @@ def write_environment_record(exc: BaseException, options: dict[str, Any], starte
                              seconds: float) -> str | None:
     """Write the environment-error record to every report file check was asked for (all or none, as every
     output); None when written (or none was asked for), else why it was not."""
-    from ctxlab.envrecord import environment_error_run
+    from ctxlab.cuda.environment_error import environment_error_run
     from ctxlab.output import OutputError, write_outputs
 
     reports = record_reports(options)

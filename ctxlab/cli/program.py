@@ -83,7 +83,7 @@ def trace(only, calls_mode, thread_name, fmt, output, timeout, stall, code, modu
     every call up to then.
     """
     from ctxlab.cli.tracing import run_traced
-    from ctxlab.trace import TraceUnavailable
+    from ctxlab.tracing.tracer import TraceUnavailable
 
     one_program(code, module, script_args, output)
     try:
@@ -117,7 +117,7 @@ def audit(fmt, pin, timeout, stall, output, code, module, script_args):
     from ctxlab.audit.run import audit_program
     from ctxlab.output import STDOUT, write_output
     from ctxlab.report.escape import one_line
-    from ctxlab.trace import TraceUnavailable
+    from ctxlab.tracing.tracer import TraceUnavailable
 
     one_program(code, module, script_args, output)
     try:

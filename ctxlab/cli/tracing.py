@@ -12,7 +12,7 @@ from ctxlab.tracing.program import shown_path
 def render(events: list[dict], fmt: str, program: str, only: str = "context", calls_mode: str = "context",
            stats: dict | None = None) -> str:
     """The trace as text: a tree per thread (``only`` filters it), the events as JSON, or Perfetto JSON."""
-    from ctxlab.trace import calls, only_context, render_tree
+    from ctxlab.tracing.calls import calls, only_context, render_tree
 
     if fmt == "json":
         return json.dumps({"schema": TRACE_SCHEMA, "program": program, "calls": calls_mode,

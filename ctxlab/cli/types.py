@@ -152,7 +152,7 @@ def domain_errors(fn: F) -> F:
         from ctxlab.labs import UnknownLab
         from ctxlab.output import OutputError
         from ctxlab.records.model import ResultFileError
-        from ctxlab.trace import TraceUnavailable
+        from ctxlab.tracing.tracer import TraceUnavailable
 
         try:
             return fn(*args, **kwargs)

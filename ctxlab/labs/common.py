@@ -11,7 +11,8 @@ from ctxlab.cuda import driver as drv
 from ctxlab.cuda import green as greens
 from ctxlab.harness.isolate import run_isolated
 from ctxlab.harness.recorder import Recorder
-from ctxlab.trace import start_for_child, summarize
+from ctxlab.tracing.calls import summarize
+from ctxlab.tracing.tracer import start_for_child
 
 
 def cuda_recorder(scenario: str | None = None, tracer: Any = None) -> Recorder:

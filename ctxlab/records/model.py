@@ -103,7 +103,7 @@ class LabResult:
     views: dict = field(default_factory=dict)  # step tables: observation kind -> value fields shown as columns
     flags: tuple = ()  # outcomes to look at whatever the verdicts: silent wrong results
     # A node that could not run at all (no driver, no GPU, device missing): why, and what was found
-    # (``ctxlab.envrecord``); such a run has no claims and one error of kind "environment".
+    # (``ctxlab.records.environment_error``); such a run has no claims and one error of kind "environment".
     environment_error: dict = field(default_factory=dict)
     # How the scenarios were isolated (harness.batch): scenarios that shared a child, and any re-run in fresh
     # children because one before them left the shared child unclean, crashed or hung (and why).

@@ -92,7 +92,7 @@ class _Shape:
                     self.fail(f"{prefix}views.{kind}[{index}]", f"expected a string, found {type_name(name)}")
         for index, flag in enumerate(self.array(data.get("flags", []), f"{prefix}flags")):
             self.field(self.obj(flag, f"{prefix}flags[{index}]"), "flag", f"{prefix}flags[{index}]", "str")
-        if "environment_error" in data:  # a node that could not run (ctxlab.envrecord)
+        if "environment_error" in data:  # a node that could not run (ctxlab.records.environment_error)
             unable = self.obj(data["environment_error"], f"{prefix}environment_error")
             for key in ("reason", "message"):
                 self.field(unable, key, f"{prefix}environment_error", "str")

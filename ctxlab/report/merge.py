@@ -35,7 +35,7 @@ COLOUR = {"holds": "#cfc", "fails": "#f99", "changed": "#ffc", "observed": "#cef
 
 def unable_line(origin: str, run: LabResult) -> str:
     """A runner that could not run, in one line: host, reason, the line it printed, its file."""
-    from ctxlab.envrecord import describe
+    from ctxlab.records.environment_error import describe
 
     host = run.environment.get("hostname", "?")
     return f"{host}: {describe(run)} (from {origin})"
@@ -72,7 +72,7 @@ def matrix(files: list[tuple[str, list[LabResult]]]) -> Matrix:
 
 
 def _build(files: list[tuple[str, list[LabResult]]]) -> Matrix:
-    from ctxlab.envrecord import is_environment_error
+    from ctxlab.records.environment_error import is_environment_error
 
     columns: list[Column] = []
     rows: dict[str, None] = {}  # in the order first met

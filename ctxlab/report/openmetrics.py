@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterable
 
-from ctxlab.envrecord import REASONS, is_environment_error
+from ctxlab.records.environment_error import REASONS, is_environment_error
 from ctxlab.records.model import LabResult
 from ctxlab.records.schema import VERDICTS
 from ctxlab.report.escape import shown

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxlab.trace import current_spans
+from ctxlab.tracing.calls import current_spans
 
 HOST_PID = 1
 CONTEXT_PID0 = 100

@@ -15,7 +15,8 @@ from ctxlab.harness.recorder import Recorder
 from ctxlab.harness.threads import Choreography, Step
 from ctxlab.lab import Isolation, LabOptions, Scenario
 from ctxlab.labs.common import StepRecorder, context_state, green_or_skip
-from ctxlab.trace import start_for_child, summarize
+from ctxlab.tracing.calls import summarize
+from ctxlab.tracing.tracer import start_for_child
 
 
 def _state(device: int) -> Callable[[list], dict]:

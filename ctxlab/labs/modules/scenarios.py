@@ -23,8 +23,8 @@ from ctxlab.lab import Isolation, LabOptions, Scenario
 from ctxlab.labs.common import StepRecorder, cuda_recorder, scenario_output
 from ctxlab.labs.migrate.scenarios import cupy_kernel_reverse
 from ctxlab.labs.modules.claims import BIG_MIB
-from ctxlab.stub import parse_stub
-from ctxlab.trace import Tracer, TraceUnavailable
+from ctxlab.labs.modules.stub import parse_stub
+from ctxlab.tracing.tracer import Tracer, TraceUnavailable
 
 BIG_SOURCE = f"""
 __device__ char big_array[{BIG_MIB} << 20];
