@@ -1,6 +1,7 @@
-"""The tree's shape (issue 24, "House 2.0"): no import circle among ctxlab's modules, no import that climbs
-back up a layer (LAYERS), and no module over 500 lines, except the explicit lists below of what is still to
-be split or untangled.
+"""The tree's shape (issue 24, "House 2.0"; issue 37, "House 3.0"): no import circle among ctxlab's modules,
+every import an arrow the house's graph allows (ALLOWED: parts, and the parts each may import; siblings may
+not import each other; a name taken from one's own package counts), and no module over 500 lines, except the
+explicit lists below of what is still to be split or untangled.
 
 Both lists may only shrink: a test fails when an entry no longer needs to be there, so that the fix is
 recorded as the new rule. Never add to them; split the module or break the circle instead.
@@ -26,45 +27,56 @@ TOO_LONG: set[str] = set()
 KNOWN_CIRCLES: set[frozenset[str]] = set()
 
 
-# The layers, bottom first (../README's part list): a module may import its own layer's modules and those of
-# the layers below, never one above. A module is in the layer of the longest prefix naming it (``ctxlab``
-# itself names only the package's ``__init__``).
-LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("records", ("ctxlab.version", "ctxlab.errors", "ctxlab.defaults", "ctxlab.levels", "ctxlab.records",
-                 "ctxlab.schema", "ctxlab.interrupts")),
-    ("CUDA helpers and claims", ("ctxlab.cuda", "ctxlab.claim", "ctxlab.calling", "ctxlab.envrecord")),
-    # tracing: the C callback, its records and fields, the stacks, the tracer, the flight recorder, the child
-    ("tracing", ("ctxlab.tracing", "ctxlab.trace")),
-    ("reports", ("ctxlab.report",)),
-    ("audit", ("ctxlab.audit",)),
-    ("lab model and harness", ("ctxlab.lab", "ctxlab.harness")),
-    ("labs", ("ctxlab.labs",)),
-    ("API", ("ctxlab.suite", "ctxlab.api", "ctxlab.record", "ctxlab.loading", "ctxlab.shapes", "ctxlab.output",
-             "ctxlab.fleet_status")),
-    ("CLI", ("ctxlab.cli", "ctxlab.__main__", "ctxlab")),
-]
+# The house as a graph: each part of ctxlab (a top-level module, or a package with everything under it) and the
+# parts it may import. Parts not linked either way are siblings and may not import each other; the graph has no
+# circle, so it still reads bottom to top (records and the leaves at the bottom, the CLI at the top).
+LEAVES = ("ctxlab.version", "ctxlab.errors", "ctxlab.defaults", "ctxlab.levels", "ctxlab.interrupts",
+          "ctxlab.schema", "ctxlab.calling", "ctxlab.tracing")
+ALLOWED: dict[str, set[str]] = {
+    **{leaf: set() for leaf in LEAVES},  # tracing: the C callback, tracer, flight recorder, the traced child
+    "ctxlab.records": {"ctxlab.defaults", "ctxlab.errors", "ctxlab.schema"},
+    "ctxlab.claim": {"ctxlab.levels", "ctxlab.records"},
+    "ctxlab.cuda": {"ctxlab.records", "ctxlab.version"},
+    "ctxlab.output": {"ctxlab.interrupts"},  # the one writer
+    "ctxlab.trace": {"ctxlab.calling", "ctxlab.tracing"},  # the API's face of tracing
+    "ctxlab.report": {"ctxlab.defaults", "ctxlab.interrupts", "ctxlab.records", "ctxlab.tracing"},
+    "ctxlab.audit": {"ctxlab.calling", "ctxlab.records", "ctxlab.report", "ctxlab.tracing", "ctxlab.version"},
+    "ctxlab.lab": {"ctxlab.claim", "ctxlab.defaults", "ctxlab.errors", "ctxlab.levels"},
+    "ctxlab.harness": {"ctxlab.claim", "ctxlab.cuda", "ctxlab.lab", "ctxlab.levels", "ctxlab.records",
+                       "ctxlab.tracing", "ctxlab.version"},
+    "ctxlab.labs": {"ctxlab.claim", "ctxlab.cuda", "ctxlab.harness", "ctxlab.lab", "ctxlab.records", "ctxlab.tracing"},
+    "ctxlab.suite": {"ctxlab.harness", "ctxlab.lab", "ctxlab.labs", "ctxlab.levels", "ctxlab.records", "ctxlab.report"},
+    "ctxlab.fleet_status": {"ctxlab.records", "ctxlab.report"},
+    # forwarding shims of old import paths (deprecated)
+    "ctxlab.record": {"ctxlab.output", "ctxlab.records"},
+    "ctxlab.loading": {"ctxlab.records"},
+    "ctxlab.shapes": {"ctxlab.records"},
+    "ctxlab.envrecord": {"ctxlab.cuda", "ctxlab.records"},
+    "ctxlab.api": {"ctxlab.audit", "ctxlab.claim", "ctxlab.cuda", "ctxlab.defaults", "ctxlab.errors", "ctxlab.harness",
+                   "ctxlab.lab", "ctxlab.labs", "ctxlab.records", "ctxlab.report", "ctxlab.suite", "ctxlab.tracing"},
+    "ctxlab.cli": {"ctxlab.api", "ctxlab.audit", "ctxlab.claim", "ctxlab.cuda", "ctxlab.defaults", "ctxlab.errors",
+                   "ctxlab.interrupts", "ctxlab.lab", "ctxlab.labs", "ctxlab.output", "ctxlab.records",
+                   "ctxlab.report", "ctxlab.suite", "ctxlab.tracing", "ctxlab.version", "ctxlab.fleet_status"},
+    "ctxlab.__main__": {"ctxlab.cli", "ctxlab.interrupts"},
+    "ctxlab": {"ctxlab.api", "ctxlab.version"},  # the package's __init__: the API
+}
 
 
-def layer_of(module: str, layers: list[tuple[str, tuple[str, ...]]] = LAYERS) -> int | None:
-    """The index in ``layers`` of the layer ``module`` is in (None: none names it)."""
-    best: tuple[int, int] | None = None
-    for index, (_name, prefixes) in enumerate(layers):
-        for prefix in prefixes:
-            if module == prefix or (prefix != "ctxlab" and module.startswith(prefix + ".")):
-                if best is None or len(prefix) > best[1]:
-                    best = (index, len(prefix))
-    return best[0] if best else None
+def part_of(module: str) -> str:
+    """The part of the house a module belongs to: ``ctxlab`` (the package's ``__init__``), a top-level module,
+    or a top-level package with everything under it."""
+    return ".".join(module.split(".")[:2])
 
 
-def climbs(graph: dict[str, set[str]], layers: list[tuple[str, tuple[str, ...]]] = LAYERS) -> list[str]:
-    """Every import of a module in a higher layer, and every module no layer names."""
-    out = [f"{m} is in no layer" for m in sorted(graph) if layer_of(m, layers) is None]
+def unallowed(graph: dict[str, set[str]], allowed: dict[str, set[str]] = ALLOWED) -> list[str]:
+    """Every import between two parts the graph does not allow, and every part it does not know."""
+    out = [f"{part} is not in the graph" for part in sorted({part_of(m) for m in graph}) if part not in allowed]
     for module, targets in sorted(graph.items()):
-        here = layer_of(module, layers)
+        here = part_of(module)
         for target in sorted(targets):
-            there = layer_of(target, layers)
-            if here is not None and there is not None and there > here:
-                out.append(f"{module} ({layers[here][0]}) imports {target} ({layers[there][0]})")
+            there = part_of(target)
+            if here != there and here in allowed and there not in allowed[here]:
+                out.append(f"{module} imports {target}: {here} may not import {there}")
     return out
 
 
@@ -80,31 +92,32 @@ def modules_of(package: Path) -> dict[str, Path]:
 
 
 def _targets(name: str, path: Path, node: ast.AST, known: dict[str, Path]) -> list[str]:
-    """The modules of ``known`` that one import statement of module ``name`` loads."""
+    """The modules of ``known`` that one import statement of module ``name`` takes something from: ``from p
+    import m`` takes module ``p.m`` where there is one, and ``p`` itself (its ``__init__``) for any other name."""
     if isinstance(node, ast.Import):
-        wanted = [alias.name for alias in node.names]
-    elif isinstance(node, ast.ImportFrom):
-        base = node.module or ""
-        if node.level:  # relative: from the module's package, one level up per extra dot
-            package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-            package = package[: len(package) - (node.level - 1)]
-            base = ".".join([*package, *([base] if base else [])])
-        wanted = [base, *(f"{base}.{alias.name}" for alias in node.names)]  # a name may be a submodule
-    else:
+        return [alias.name for alias in node.names if alias.name in known]
+    if not isinstance(node, ast.ImportFrom):
         return []
-    return [target for target in wanted if target in known]
+    base = node.module or ""
+    if node.level:  # relative: from the module's package, one level up per extra dot
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        package = package[: len(package) - (node.level - 1)]
+        base = ".".join([*package, *([base] if base else [])])
+    submodules = [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in known]
+    from_init = len(submodules) < len(node.names) and base in known
+    return [*submodules, *([base] if from_init else [])]
 
 
 def import_graph(package: Path) -> dict[str, set[str]]:
     """Which of the package's modules each module imports: every import statement, at module level, inside
-    functions or under ``if TYPE_CHECKING`` alike. A module importing a package it lies inside is no edge:
-    Python has run that package's ``__init__`` before the module."""
+    functions or under ``if TYPE_CHECKING`` alike. A name taken from the package a module lies inside (its
+    ``__init__``) is an edge too: that is the arrow back up the tree."""
     known = modules_of(package)
     graph: dict[str, set[str]] = {name: set() for name in known}
     for name, path in known.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             for target in _targets(name, path, node, known):
-                if target != name and not name.startswith(target + "."):
+                if target != name:
                     graph[name].add(target)
     return graph
 
@@ -173,22 +186,39 @@ def test_the_known_circles_only_shrink():
     assert not ended, f"these circles are gone or changed: update KNOWN_CIRCLES (it may only shrink): {ended}"
 
 
-def test_no_import_climbs_back_up_a_layer():
-    assert climbs(import_graph(PACKAGE)) == []
+def test_every_import_is_an_arrow_the_graph_allows():
+    assert unallowed(import_graph(PACKAGE)) == []
 
 
-def test_a_planted_climb_and_an_unlayered_module_are_found(tmp_path):
+def test_the_graph_has_no_circle_so_it_still_reads_bottom_to_top():
+    assert circles({part: set(targets) for part, targets in ALLOWED.items()}) == []
+
+
+def test_no_module_takes_a_name_from_a_package_it_lies_inside():
+    graph = import_graph(PACKAGE)
+    back = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets if m.startswith(t + "."))
+    assert back == [], back
+
+
+def test_a_planted_wrong_arrow_a_back_arrow_and_an_unknown_part_are_found(tmp_path):
     package = tmp_path / "ctxlab"
     (package / "records").mkdir(parents=True)
-    (package / "__init__.py").write_text("")
+    (package / "report").mkdir()
+    (package / "__init__.py").write_text("__version__ = '1'\n")
     (package / "records" / "__init__.py").write_text("")
     (package / "records" / "model.py").write_text("from ctxlab.api import check\n")  # the bottom reaching up
+    (package / "report" / "__init__.py").write_text("")
+    (package / "report" / "sarif.py").write_text("from ctxlab import __version__\nfrom ctxlab.report import x\n")
     (package / "api.py").write_text("from ctxlab.records import model\n")
     (package / "extra.py").write_text("")
-    found = climbs(import_graph(package))
-    assert "ctxlab.records.model (records) imports ctxlab.api (API)" in found
-    assert "ctxlab.extra is in no layer" in found
+    graph = import_graph(package)
+    found = unallowed(graph)
+    assert "ctxlab.records.model imports ctxlab.api: ctxlab.records may not import ctxlab.api" in found
+    assert "ctxlab.report.sarif imports ctxlab: ctxlab.report may not import ctxlab" in found  # the back-arrow
+    assert "ctxlab.extra is not in the graph" in found
     assert not any(line.startswith("ctxlab.api ") for line in found)  # down is allowed
+    assert graph["ctxlab.report.sarif"] == {"ctxlab", "ctxlab.report"}  # a name from its own package counts
+    assert circles({"a": {"b"}, "b": {"a"}}) == [frozenset({"a", "b"})]
 
 
 def test_no_module_over_500_lines():
@@ -245,11 +275,12 @@ def test_subpackages_and_their_parents(tmp_path):
         "__init__.py": "def later():\n    from pkg import api\n",
         "api.py": "from pkg.sub import leaf\n",
         "sub/__init__.py": "",
-        "sub/leaf.py": "from pkg import sub\nfrom .. import api\n",  # its own package: no edge; api: one
+        "sub/leaf.py": "from pkg import sub\nfrom .. import api\n",  # its own package's __init__: an edge too
     })
     graph = import_graph(package)
-    assert graph["pkg.sub.leaf"] == {"pkg.api"}
-    assert graph["pkg.api"] == {"pkg.sub", "pkg.sub.leaf"}
+    assert graph["pkg.sub.leaf"] == {"pkg.api", "pkg.sub"}
+    assert graph["pkg.api"] == {"pkg.sub.leaf"}  # a submodule named in a from-import: that module only
+    assert graph["pkg"] == {"pkg.api"}
     assert circles(graph) == [frozenset({"pkg.api", "pkg.sub.leaf"})]
 
 

@@ -16,6 +16,8 @@ import subprocess
 import tempfile
 import threading
 
+from ctxlab.tracing.native.locate import address
+
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cupti_shim.c")
 ABI_VERSION = 6
 
@@ -158,11 +160,6 @@ def _declare(lib: ctypes.CDLL) -> None:
         function = getattr(lib, name)
         function.restype = restype
         function.argtypes = argtypes
-
-
-def address(function) -> int:
-    """The address of a ctypes function (to hand to the C side)."""
-    return int(ctypes.cast(function, ctypes.c_void_p).value or 0)
 
 
 def python_api() -> list[int]:

@@ -6,7 +6,10 @@ from __future__ import annotations
 import ctypes
 import os
 
-from ctxlab.tracing.native import address
+
+def address(function) -> int:
+    """The address of a ctypes function (to hand to the C side)."""
+    return int(ctypes.cast(function, ctypes.c_void_p).value or 0)
 
 
 def loaded_library(fragment: str) -> str | None:
