@@ -33,7 +33,9 @@ def test_width_comes_from_columns_then_the_terminal_then_80():
     assert screen_for(FakeTty(False), {}).width == 80
     assert screen_for(FakeTty(False), {"COLUMNS": "132"}).width == 132
     assert screen_for(FakeTty(False), {"COLUMNS": "nonsense"}).width == 80
-    assert screen_for(FakeTty(False), {"COLUMNS": "5"}).width == 40  # never narrower than readable
+    assert screen_for(FakeTty(False), {"COLUMNS": "5"}).width == 20  # never narrower than readable
+    assert screen_for(FakeTty(False), {"COLUMNS": "30"}).width == 30  # a narrow terminal is honoured (issue 38)
+    assert screen_for(FakeTty(False), {"COLUMNS": "100000"}).width == 1000  # clamped, not ignored
 
 
 def test_colour_only_on_a_terminal_and_never_with_no_color():

@@ -42,8 +42,8 @@ def write_report(text: Text, output: str | None, what: str) -> None:
 
 
 def render_for(runs: Sequence[Any], fmt: str, output: str | None, steps: bool = False, full: bool = False) -> Text:
-    """The runs in ``fmt``; the table fitted to the screen ``output`` lands on; JSON as it is written
-    (``ctxlab.report.json_stream``: a large result is never held whole as text)."""
+    """The runs in ``fmt``; the table fitted to the screen ``output`` lands on; the table and JSON as they are
+    written (``ctxlab.report.json_stream``, ``table.iter_table_text``: a large report is never held whole)."""
     from ctxlab.report import render
 
     if fmt == "json":
@@ -52,8 +52,11 @@ def render_for(runs: Sequence[Any], fmt: str, output: str | None, steps: bool = 
         from ctxlab.report.json_stream import iter_dumps
 
         return lambda: chain(iter_dumps(list(runs)), ("\n",))
-    if fmt == "table":
-        return render(list(runs), fmt, screen=screen_of(output), steps=steps, full=full)
+    if fmt == "table":  # in chunks too: --full of one string of 64 MiB is a million lines
+        from ctxlab.report.table import iter_table_text
+
+        screen = screen_of(output)
+        return lambda: iter_table_text(list(runs), screen, steps=steps, full=full)
     return render(list(runs), fmt)
 
 

@@ -1,13 +1,23 @@
 """Markdown: for lab write-ups and CI step summaries. Every text from the record goes through
-``escape.markdown`` (HTML specials as entities, Markdown specials escaped, one line)."""
+``escape.markdown`` (HTML specials as entities, Markdown specials escaped, one line), cut after
+``text.MARKDOWN_CHARS`` characters first, saying how many more there are (``--format json`` has them):
+a result file may hold one string of any size, and a table cell of 64 MiB serves no reader."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from ctxlab.records.model import LabResult
-from ctxlab.report.escape import markdown
-from ctxlab.report.text import cell, context_label, environment_line, figure, lab_views, short, verdict_counts
+from ctxlab.report.text import (
+    cell,
+    context_label,
+    environment_line,
+    figure,
+    lab_views,
+    markdown_cell,
+    short,
+    verdict_counts,
+)
 
 
 def _remembered(escape: Callable[[object], str], most: int = 50_000) -> Callable[[object], str]:
@@ -30,7 +40,7 @@ def _remembered(escape: Callable[[object], str], most: int = 50_000) -> Callable
 
 def render_markdown(runs: list[LabResult], timeline: bool = True) -> str:
     """The runs as Markdown: verdicts, figures and errors, then the step tables unless ``timeline`` is False."""
-    md = _remembered(markdown)
+    md = _remembered(markdown_cell)
     lines: list[str] = []
     for run in runs:
         lines += [f"## {md(run.lab)}", "",

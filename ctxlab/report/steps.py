@@ -5,7 +5,8 @@ timeline is every other observation in the order recorded, with its trace events
 columns cannot fit the screen at a readable width, each row is stacked: the step on one line, its fields
 folded under it. The work per observation is bounded (each value is cut before it is laid out, at most
 ``EVENTS`` trace events under a step), and so is each table (``ROWS`` observations; a line says how many
-more there are, and where they all are): a screen is no place for a quarter of a million rows.
+more there are, and where they all are): a screen is no place for a quarter of a million rows. A name
+(scenario, thread, step, kind, field) is cut after ``text.NAME_CHARS`` characters, saying so.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from ctxlab.records.model import LabResult, Observation
 from ctxlab.report.escape import terminal
 from ctxlab.report.screen import Cell, Screen, fit, grid, natural_widths, wrap
-from ctxlab.report.text import cell, context_label, lab_views, short
+from ctxlab.report.text import cell, context_label, lab_views, name, short
 
 MIN_COLUMN = 8  # below this a column is unreadable: stack the rows instead
 ROWS = 1000  # observations per table on a screen (a recorded check has 645 in all)
@@ -27,18 +28,19 @@ def _more(count: int, what: str, screen: Screen) -> list[str]:
 
 
 def _table(title: str, headers: list[str], rows: list[list[Cell]], screen: Screen) -> list[str]:
-    lines = [screen.paint(terminal(title), "bold")]
+    lines = [screen.paint(title, "bold")]
     header = [Cell(h, "dim") for h in headers]
     natural = natural_widths([header, *rows], cap=60)
     widths = fit(natural, screen.width)
-    if all(w >= min(MIN_COLUMN, n) for w, n in zip(widths, natural, strict=True)):
+    readable = all(w >= min(MIN_COLUMN, n) for w, n in zip(widths, natural, strict=True))
+    if readable and sum(widths) + 2 * (len(widths) - 1) <= screen.width:  # fit's floor may not fit a narrow one
         return lines + grid([header, *rows], widths, screen)
     for row in rows:  # stacked: the first four cells on a line, the rest as "name: value" under it
         head = "  ".join(c.text for c in row[:4] if c.text)
         lines += wrap(head, screen.width)
-        for name, c in zip(headers[4:], row[4:], strict=False):
+        for header_text, c in zip(headers[4:], row[4:], strict=False):
             if c.text:
-                lines += ["    " + line for line in wrap(f"{name}: {c.text}", screen.width - 4)]
+                lines += ["    " + line for line in wrap(f"{header_text}: {c.text}", screen.width - 4)]
     return lines
 
 
@@ -63,11 +65,11 @@ def step_table(run: LabResult, what: str, fields: tuple[str, ...], screen: Scree
         if shown > ROWS:
             continue
         value = obs.value if isinstance(obs.value, dict) else {}
-        rows.append([Cell(terminal(obs.scenario or "")), Cell(terminal(obs.thread)), Cell(terminal(obs.step)),
-                     Cell(terminal(context_label(obs))), *(Cell(terminal(cell(value.get(f), f))) for f in fields)])
+        rows.append([Cell(name(obs.scenario or "")), Cell(name(obs.thread)), Cell(name(obs.step)),
+                     Cell(name(context_label(obs))), *(Cell(terminal(cell(value.get(f), f))) for f in fields)])
         rows += _events(obs, 2, len(fields))
-    headers = ["scenario", "thread", "step", "context", *(f.replace("_", " ") for f in fields)]
-    lines = _table(f"{run.lab}: {what}", [terminal(h) for h in headers], rows, screen)
+    headers = ["scenario", "thread", "step", "context", *(name(f.replace("_", " ")) for f in fields)]
+    lines = _table(f"{name(run.lab)}: {name(what)}", headers, rows, screen)
     return lines + (_more(shown - ROWS, f"{what} steps", screen) if shown > ROWS else [])
 
 
@@ -83,9 +85,9 @@ def timeline(run: LabResult, skip: frozenset[str] | set[str] = frozenset(),
         shown += 1
         if limit is not None and shown > limit:
             continue
-        rows.append([Cell(terminal(obs.scenario or "")), Cell("" if obs.round is None else str(obs.round)),
-                     Cell(terminal(obs.thread)), Cell(terminal(obs.step)), Cell(terminal(context_label(obs))),
-                     Cell(terminal(obs.what)), Cell(terminal(short(obs.value)))])
+        rows.append([Cell(name(obs.scenario or "")), Cell("" if obs.round is None else name(obs.round)),
+                     Cell(name(obs.thread)), Cell(name(obs.step)), Cell(name(context_label(obs))),
+                     Cell(name(obs.what)), Cell(terminal(short(obs.value)))])
         rows += _events(obs, 5, 0)
     return rows
 
@@ -99,8 +101,8 @@ def step_lines(run: LabResult, screen: Screen) -> list[str]:
             lines += step_table(run, what, fields, screen)
     rows = timeline(run, skip=set(views), limit=ROWS)
     if rows:
-        lines += _table(f"{run.lab}: timeline", ["scenario", "round", "thread", "step", "context", "what", "value"],
-                        rows, screen)
+        headers = ["scenario", "round", "thread", "step", "context", "what", "value"]
+        lines += _table(f"{name(run.lab)}: timeline", headers, rows, screen)
         left = sum(o.what not in views for o in run.observations) - ROWS
         lines += _more(left, "steps", screen) if left > 0 else []
     return lines

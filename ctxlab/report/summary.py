@@ -1,11 +1,12 @@
-"""The CI step summary ``ctxlab check --markdown`` writes: verdict counts, what failed, what drifted."""
+"""The CI step summary ``ctxlab check --markdown`` writes: verdict counts, what failed, what drifted. Each
+text is cut after ``text.MARKDOWN_CHARS`` characters, saying so (a step summary holds 1 MiB in all)."""
 
 from __future__ import annotations
 
 from ctxlab.records.model import LabResult
 from ctxlab.records.schema import FAILING
-from ctxlab.report.escape import markdown as md
 from ctxlab.report.text import environment_line, verdict_counts
+from ctxlab.report.text import markdown_cell as md
 
 
 def drift_line(d: dict) -> str:

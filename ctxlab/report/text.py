@@ -6,6 +6,7 @@ import json
 import re
 
 from ctxlab.records.model import LabResult, Observation
+from ctxlab.report.escape import markdown, terminal
 
 VERDICT_STYLE = {"holds": "green", "fails": "bold red", "error": "bold red", "changed": "yellow", "observed": "cyan",
                  "skipped": "dim", "unjudged": "dim"}
@@ -36,6 +37,49 @@ def short(value, limit: int = 90) -> str:
     """A value on one line, cut at ``limit`` characters; handles in hex."""
     text = value if isinstance(value, str) else json.dumps(hexify(value), default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+FULL_OR_JSON = "--full or --format json"  # where a text the screen cuts is whole
+JSON_ONLY = "--format json"  # where a name or a Markdown cell cut is whole
+
+
+def capped(value: object, limit: int, where: str = JSON_ONLY) -> str:
+    """``value`` as text, cut after ``limit`` characters with a note saying how many more there are and
+    ``where`` they are whole: a result file from another runner may hold a string of any size, and no
+    report needs it all on a screen or in a table cell."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit:,} more characters: {where})"
+
+
+TEXT_CHARS = 4000  # a sentence on screen unless full: 50 lines at 80 columns (the longest recorded: 1,244)
+NAME_CHARS = 200  # a name on screen (the longest recorded claim id: 46)
+
+
+def shown_as_is(value: object) -> str:
+    """``escape.terminal(value)``, at once where there is nothing to escape: printable ASCII holds no escape
+    sequence, control character or surrogate (64 MiB of it took the escaper 2 s)."""
+    text = value if isinstance(value, str) else str(value)
+    return text if text.isascii() and text.isprintable() else terminal(text)
+
+
+def sentence(value: object, full: bool) -> str:
+    """A statement, evidence or message for the screen: escaped, cut after TEXT_CHARS unless ``full``."""
+    return shown_as_is(value if full else capped(value, TEXT_CHARS, FULL_OR_JSON))
+
+
+def name(value: object) -> str:
+    """A lab, claim, scenario or figure name for the screen: escaped, cut after NAME_CHARS."""
+    return shown_as_is(capped(value, NAME_CHARS, JSON_ONLY))
+
+
+def tail(value: object) -> str:
+    """A program's output for the screen: escaped, its last TEXT_CHARS characters."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > TEXT_CHARS:
+        text = f"… ({len(text) - TEXT_CHARS:,} characters before: {JSON_ONLY}) {text[-TEXT_CHARS:]}"
+    return shown_as_is(text)
 
 
 def figure(value) -> str:
@@ -93,3 +137,11 @@ def cell(value, key: object = None) -> str:
     if isinstance(value, int) and value > 0 and is_handle_key(key):
         return f"{value:#x}"
     return short(value, 60)
+
+
+MARKDOWN_CHARS = 10_000  # a Markdown cell: a CI step summary holds 1 MiB in all
+
+
+def markdown_cell(value: object) -> str:
+    """Text for a Markdown cell or line (``escape.markdown``), cut after MARKDOWN_CHARS characters."""
+    return markdown(capped(value, MARKDOWN_CHARS))
