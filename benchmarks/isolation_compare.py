@@ -3,7 +3,7 @@ batched isolation changes nothing: ``check`` against ``check --isolation each``)
 
     python benchmarks/isolation_compare.py BATCHED.json EACH.json [--json OUT]
 
-Claims are compared by ``ctxlab.suite.claim_changes``, evidence as drift compares it (handles,
+Claims are compared by ``ctxlab.suite.changes``, evidence as drift compares it (handles,
 addresses, timings and the values of a silent wrong result blanked; where a claim declares that its error
 varies, which error each repeat met). Prints one line per claim that differs, then the count; exit status 0
 when every claim of both runs reads the same, 1 when one differs or is missing from either run, 2 for a file
@@ -18,7 +18,7 @@ import sys
 
 from ctxlab.records.files import load_runs
 from ctxlab.records.model import ResultFileError
-from ctxlab.suite import claim_changes
+from ctxlab.suite import changes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,10 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     except ResultFileError as exc:
         print(f"isolation_compare: {exc}", file=sys.stderr)
         return 2
-    diff = claim_changes(first, second)
+    diff = changes(first, second, evidence="all", scenarios=False)
     total = len({(r.lab, r.options.get("device", 0), c.id) for r in (*first, *second) for c in r.claims})
     for d in diff:
-        print(f"{d['lab']}/{d['claim'] or '-'} on GPU {d['device']}: {d['change']}"
+        print(f"{d['lab']}/{d['item']} on GPU {d['device']}: {d['change']}"
               + (f"\n  first:  {d['was']}\n  second: {d['now']}" if "was" in d else ""))
     print(f"{total} claims compared, {len(diff)} differ")
     if args.json:

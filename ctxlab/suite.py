@@ -177,53 +177,36 @@ def decided(run: LabResult, registry: dict[str, str] | None = None) -> dict[str,
             for c in run.claims}
 
 
-def claim_changes(base: list[LabResult], other: list[LabResult]) -> list[dict]:
-    """Every run, claim, verdict and evidence (as ``decided``) of ``other`` that differs from ``base``, every
-    claim alike (drift looks at ``observed`` evidence only): ``{"lab", "device", "claim", "change", ...}`` with
-    change ``run missing``, ``new run``, ``claim missing``, ``new claim``, ``verdict`` or ``evidence`` (then
-    ``was`` and ``now``), sorted."""
-    before, now = {_key(r): r for r in base}, {_key(r): r for r in other}
-    out = [{"lab": k[0], "device": k[1], "claim": None, "change": "run missing"} for k in before if k not in now]
-    out += [{"lab": k[0], "device": k[1], "claim": None, "change": "new run"} for k in now if k not in before]
-    for k in before.keys() & now.keys():
-        was = {c.id: c for c in before[k].claims}
-        got = {c.id: c for c in now[k].claims}
-        then, decided_now = decided(before[k]), decided(now[k])
-        where = {"lab": k[0], "device": k[1]}
-        same_level = _level(before[k]) == _level(now[k])  # else evidence differs by design: fewer repeats
-        out += [{**where, "claim": cid, "change": "claim missing"} for cid in was if cid not in got]
-        out += [{**where, "claim": cid, "change": "new claim"} for cid in got if cid not in was]
-        for cid in was.keys() & got.keys():
-            a, b = was[cid], got[cid]
-            if "unjudged" in (a.verdict, b.verdict):  # one run's level left it out: nothing to compare
-                continue
-            if a.verdict != b.verdict:
-                out.append({**where, "claim": cid, "change": "verdict", "was": a.verdict, "now": b.verdict,
-                            "evidence": b.evidence})
-            elif same_level and then[cid] != decided_now[cid]:
-                out.append({**where, "claim": cid, "change": "evidence", "was": a.evidence, "now": b.evidence})
-    return sorted(out, key=lambda d: (d["lab"], d["device"], d["claim"] or "", d["change"]))
+# The one vocabulary of what differs between two sets of runs (``changes``).
+CHANGES = ("run missing", "new run", "scenario missing", "new scenario", "claim missing", "new claim", "verdict",
+           "evidence")
 
 
-def drift(runs: list[LabResult], baseline: list[LabResult]) -> list[dict]:
-    """Everything that differs from the baseline, in both directions: lab runs, scenarios and claims that
-    disappeared or appeared, verdicts that changed, and ``observed`` outcomes that read differently."""
-    before = {_key(r): r for r in baseline}
-    now = {_key(r): r for r in runs}
-    out = [_change(r, r.lab, "run disappeared", was=f"{len(r.claims)} claims") for k, r in before.items()
-           if k not in now]
-    for key, run in now.items():
-        old = before.get(key)
-        if old is None:
-            out.append(_change(run, run.lab, "new run", now=f"{len(run.claims)} claims"))
-            continue
-        if _level(old) == _level(run):  # a lower level runs fewer scenarios by design
-            out += [_change(run, name, "scenario disappeared") for name in old.timings if name not in run.timings]
+def changes(base: list[LabResult], now: list[LabResult], evidence: str = "observed",
+            scenarios: bool = True) -> list[dict]:
+    """What differs in ``now`` from ``base``, in both directions, one dict per difference: ``{"lab", "device",
+    "item", "change"}`` (change one of ``CHANGES``; item the claim, the scenario or the lab) and, where there is
+    a before and after, ``"was"`` and ``"now"`` (a changed verdict adds the new ``"evidence"``).
+
+    ``evidence``: whose evidence is compared, as ``decided`` normalises it: ``"observed"`` claims' only (drift:
+    a promise's sentence may change with a handle) or ``"all"`` (two runs of one machine). ``scenarios``: also
+    which scenarios ran. Claims one run's level left ``unjudged`` are not compared, nor evidence or scenarios
+    between runs of two levels (a lower level runs fewer repeats by design). Sorted by lab, device and item."""
+    if evidence not in ("observed", "all"):
+        raise ValueError(f"evidence must be 'observed' or 'all', not {evidence!r}")
+    before, after = {_key(r): r for r in base}, {_key(r): r for r in now}
+    out = [_change(r, r.lab, "run missing", was=f"{len(r.claims)} claims") for k, r in before.items() if k not in after]
+    out += [_change(r, r.lab, "new run", now=f"{len(r.claims)} claims") for k, r in after.items() if k not in before]
+    for key in before.keys() & after.keys():
+        old, run = before[key], after[key]
+        same_level = _level(old) == _level(run)
+        if scenarios and same_level:
+            out += [_change(run, name, "scenario missing") for name in old.timings if name not in run.timings]
             out += [_change(run, name, "new scenario") for name in run.timings if name not in old.timings]
         was = {c.id: c for c in old.claims}
-        out += [_change(run, c.id, "claim disappeared", was=c.verdict) for c in old.claims
-                if c.id not in {n.id for n in run.claims}]
-        then, now_decided = decided(old), decided(run)
+        got = {c.id for c in run.claims}
+        out += [_change(run, c.id, "claim missing", was=c.verdict) for c in old.claims if c.id not in got]
+        then, decided_now = decided(old), decided(run)
         for claim in run.claims:
             prior = was.get(claim.id)
             if prior is None:
@@ -233,6 +216,7 @@ def drift(runs: list[LabResult], baseline: list[LabResult]) -> list[dict]:
             elif prior.verdict != claim.verdict:
                 out.append(_change(run, claim.id, "verdict", was=prior.verdict, now=claim.verdict,
                                    evidence=claim.evidence))
-            elif claim.verdict == "observed" and then[claim.id] != now_decided[claim.id]:
-                out.append(_change(run, claim.id, "observed outcome", was=prior.evidence, now=claim.evidence))
-    return out
+            elif ((evidence == "all" or claim.verdict == "observed") and same_level
+                  and then[claim.id] != decided_now[claim.id]):
+                out.append(_change(run, claim.id, "evidence", was=prior.evidence, now=claim.evidence))
+    return sorted(out, key=lambda d: (d["lab"], str(d["device"]), d["item"], d["change"]))

@@ -7,7 +7,7 @@ from ctxlab.cli import cli
 from ctxlab.record import dumps, parse_runs
 from ctxlab.report.merge import render_html, render_markdown
 from ctxlab.report.summary import summary_markdown
-from ctxlab.suite import drift, normalize, run_check
+from ctxlab.suite import changes, normalize, run_check
 from tests.conftest import recorded
 from tests.fake_labs import REGISTRY
 
@@ -53,7 +53,7 @@ def load(name):
 
 def test_no_drift_against_itself_and_volatile_numbers_are_ignored():
     runs = load("refcount.json")
-    assert drift(runs, runs) == []
+    assert changes(runs, runs) == []
     assert normalize("handle 0x7f4128000cb0 at 5523.65 handoffs/s") == "handle 0x… at #.# handoffs/s"
 
 
@@ -65,9 +65,9 @@ def test_drift_lists_changed_verdicts_and_observed_outcomes():
     observed = next(i for i, c in enumerate(claims) if c.verdict == "observed")
     claims[observed] = dataclasses.replace(claims[observed], evidence="something else happened")
     now = [dataclasses.replace(run, claims=tuple(claims))]
-    found = drift(now, base)
+    found = changes(base, now)
     assert {(d["item"], d["change"]) for d in found} == {(claims[0].id, "verdict"),
-                                                        (claims[observed].id, "observed outcome")}
+                                                        (claims[observed].id, "evidence")}
     text = summary_markdown(now, found)
     assert "## Drift against the baseline" in text and claims[0].id in text and "## Failures" in text
 
@@ -79,11 +79,11 @@ def test_drift_in_both_directions_claims_scenarios_and_runs():
     new = dataclasses.replace(kept[0], id="migrate.a-new-claim")
     timings = {k: v for k, v in run.timings.items() if k != "cross-context"} | {"new-scenario": 1.0}
     now = [dataclasses.replace(run, claims=(*kept, new), timings=timings)]  # and the other labs' runs are gone
-    changes = {(d["item"], d["change"]) for d in drift(now, base)}
-    assert (gone.id, "claim disappeared") in changes and ("migrate.a-new-claim", "new claim") in changes
-    assert ("cross-context", "scenario disappeared") in changes and ("new-scenario", "new scenario") in changes
-    assert ("refcount", "run disappeared") in changes
-    assert ("refcount", "new run") in {(d["item"], d["change"]) for d in drift(base, now)}
+    found = {(d["item"], d["change"]) for d in changes(base, now)}
+    assert (gone.id, "claim missing") in found and ("migrate.a-new-claim", "new claim") in found
+    assert ("cross-context", "scenario missing") in found and ("new-scenario", "new scenario") in found
+    assert ("refcount", "run missing") in found
+    assert ("refcount", "new run") in {(d["item"], d["change"]) for d in changes(now, base)}
 
 
 def test_merge_builds_one_matrix_of_claims_against_runners():
@@ -230,3 +230,29 @@ def test_check_makes_each_labs_options_once_and_runs_with_them(monkeypatch):
     monkeypatch.setattr(Lab, "make_options", counted)
     (run,) = ctxlab.api.check(["ok"], [0], registry=REGISTRY, repeats=2)
     assert made == [("ok", 0)] and run.options["repeats"] == 2 and not run.failed
+
+
+def test_one_comparison_one_vocabulary_two_scopes():
+    """drift (a baseline against a new run) and the comparison of two runs of one machine are one function:
+    every difference is named from CHANGES; a promise's evidence counts only when every claim's is compared;
+    which scenarios ran is compared only when asked."""
+    import pytest
+
+    from ctxlab.suite import CHANGES
+
+    base = load("check.json")
+    run = base[0]
+    promise = next(c for c in run.claims if c.kind == "promise")
+    observed = next(c for c in run.claims if c.verdict == "observed")
+    claims = tuple(dataclasses.replace(c, evidence=c.evidence + " (again)") if c.id in (promise.id, observed.id)
+                   else c for c in run.claims)
+    timings = {k: v for k, v in list(run.timings.items())[1:]}
+    now = [dataclasses.replace(run, claims=claims, timings=timings), *base[1:]]
+    drift = changes(base, now)
+    every = changes(base, now, evidence="all", scenarios=False)
+    assert {d["change"] for d in drift + every} <= set(CHANGES)
+    assert {(d["item"], d["change"]) for d in drift} == {(observed.id, "evidence"),
+                                                         (next(iter(run.timings)), "scenario missing")}
+    assert {(d["item"], d["change"]) for d in every} == {(observed.id, "evidence"), (promise.id, "evidence")}
+    with pytest.raises(ValueError, match="evidence must be"):
+        changes(base, now, evidence="some")

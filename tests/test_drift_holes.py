@@ -20,7 +20,7 @@ from ctxlab.claim import Claim
 from ctxlab.lab import Lab, LabOptions, Scenario
 from ctxlab.records.evidence import normalize_undefined
 from ctxlab.records.files import load_runs
-from ctxlab.suite import drift
+from ctxlab.suite import changes
 from tests.conftest import RESULTS
 
 BASELINE = RESULTS / "matrix" / "baseline.json"
@@ -54,18 +54,18 @@ def edited(runs, claim_id: str, old: str, new: str) -> list:
 ])
 def test_what_is_not_which_cuda_error_is_drift(claim, old, new):
     base = load_runs(BASELINE)
-    found = drift(edited(base, claim, old, new), base)
-    assert [(d["item"], d["change"]) for d in found] == [(claim, "observed outcome")]
+    found = changes(base, edited(base, claim, old, new))
+    assert [(d["item"], d["change"]) for d in found] == [(claim, "evidence")]
 
 
 def test_which_cuda_error_a_library_met_is_still_no_drift():
     base = load_runs(BASELINE)
     other = ("JaxRuntimeError: INTERNAL: CUDA error: Failed to launch CUDA kernel: input_reduce_fusion: "
              "CUDA_ERROR_CONTEXT_IS_DESTROYED: context is destroyed [executable_name='jit__reduce_sum'] (all 3)")
-    assert drift(edited(base, "interop.blast.release.jax", JAX_READ, other), base) == []
+    assert changes(base, edited(base, "interop.blast.release.jax", JAX_READ, other)) == []
     status = ("then its old array -> CUDA_ERROR_ILLEGAL_ADDRESS (all 3)", "then its old array -> cudaErrorInvalidValue"
               " (all 3)")
-    assert drift(edited(base, "interop.blast.release.cuda-core", *status), base) == []
+    assert changes(base, edited(base, "interop.blast.release.cuda-core", *status)) == []
 
 
 LIBRARY_TYPES = st.from_regex(r"\A[A-Z][a-z]{2,8}(Runtime|API)?Error\Z").filter(

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from ctxlab.record import parse_runs
 from ctxlab.records.evidence import normalize
-from ctxlab.suite import drift
+from ctxlab.suite import changes
 from tests.conftest import RESULTS, recorded
 
 DRIFT_LINE = re.compile(r"drift: (?P<id>\S+) on GPU (?P<device>\d+): observed outcome: now (?P<now>.*) "
@@ -64,7 +64,7 @@ def test_the_recorded_drift_lines_are_the_three_false_drifts_of_the_issue():
 def test_two_h200_runs_of_the_same_code_show_no_drift():
     runs = check_runs()
     earlier = with_evidence(runs, {cid: was for cid, (_, was) in earlier_evidence().items()})
-    assert drift(runs, earlier) == [] and drift(earlier, runs) == []
+    assert changes(earlier, runs) == [] and changes(runs, earlier) == []
 
 
 def test_a_third_h200_recording_reads_the_same_for_the_run_specific_claims():
@@ -85,7 +85,7 @@ def observed(claim_id: str) -> str:
 
 def drifted(evidence: dict[str, str], verdicts: dict[str, str] | None = None):
     runs = check_runs()
-    return {(d["item"], d["change"]) for d in drift(with_evidence(runs, evidence, verdicts), runs)}
+    return {(d["item"], d["change"]) for d in changes(runs, with_evidence(runs, evidence, verdicts))}
 
 
 def test_another_verdict_is_drift():
@@ -98,11 +98,11 @@ def test_another_error_name_is_drift():
     text = observed(cid)
     assert "CUDA_ERROR_INVALID_HANDLE (all 3)" in text
     changed = text.replace("CUDA_ERROR_INVALID_HANDLE", "CUDA_ERROR_INVALID_CONTEXT")
-    assert drifted({cid: changed}) == {(cid, "observed outcome")}
+    assert drifted({cid: changed}) == {(cid, "evidence")}
     # and in Numba's message: another exception with the same handle
     numba = observed("interop.under-created.numba")
     assert drifted({"interop.under-created.numba": numba.replace("RuntimeError", "CudaSupportError")}) == {
-        ("interop.under-created.numba", "observed outcome")}
+        ("interop.under-created.numba", "evidence")}
 
 
 def test_another_outcome_class_is_drift():
@@ -121,10 +121,10 @@ def test_another_outcome_class_is_drift():
                          r"\(got \d+, expected \d+\) in 1 of 2", "correct (all 2)", text).replace(
         "without an error: 4", "without an error: 0")
     assert "silent-wrong-result" not in all_correct
-    assert drifted({cid: all_correct}) == {(cid, "observed outcome")}
+    assert drifted({cid: all_correct}) == {(cid, "evidence")}
     # an error instead of a wrong value
     errored = text.replace("silent-wrong-result (got 184549376, expected 1073741824)", "CUDA_ERROR_ILLEGAL_ADDRESS")
-    assert drifted({cid: errored}) == {(cid, "observed outcome")}
+    assert drifted({cid: errored}) == {(cid, "evidence")}
 
 
 def test_a_null_handle_and_context_ids_are_compared():

@@ -9,7 +9,7 @@ import pytest
 
 from ctxlab.records.evidence import normalize, normalize_undefined
 from ctxlab.records.files import load_runs
-from ctxlab.suite import claims_whose_error_varies, drift
+from ctxlab.suite import changes, claims_whose_error_varies
 from tests.conftest import RESULTS
 
 BASELINE, AGAIN = RESULTS / "matrix" / "baseline.json", RESULTS / "matrix" / "again.json"
@@ -30,7 +30,7 @@ def test_two_h200_runs_of_the_same_code_differ_in_which_error_but_show_no_drift(
              for a, b in zip(base, again, strict=True)]
     varied = [cid for a, b in texts for cid in a if normalize(a[cid]) != normalize(b[cid])]
     assert varied and all(cid.startswith("interop.blast.") for cid in varied)  # the real variation
-    assert drift(again, base) == [] and drift(base, again) == []
+    assert changes(base, again) == [] and changes(again, base) == []
 
 
 def test_only_the_blast_claims_declare_that_their_error_varies():
@@ -49,15 +49,15 @@ def test_another_kind_of_outcome_after_a_teardown_is_still_drift(outcome):
     changed = edited(base, claim, lambda text: text.replace(
         text[text.index("then its old array -> ") + len("then its old array -> "):text.index("; a new array")],
         outcome))
-    found = drift(changed, base)
-    assert [d["item"] for d in found] == [claim] and found[0]["change"] == "observed outcome"
+    found = changes(base, changed)
+    assert [d["item"] for d in found] == [claim] and found[0]["change"] == "evidence"
 
 
 def test_another_error_name_outside_undefined_behaviour_is_still_drift():
     base = load_runs(BASELINE)
     claim = "interop.under-created.numba"
     changed = edited(base, claim, lambda text: text.replace("RuntimeError", "CudaSupportError"))
-    assert [d["item"] for d in drift(changed, base)] == [claim]
+    assert [d["item"] for d in changes(base, changed)] == [claim]
 
 
 def test_which_error_is_blanked_and_errors_merged_but_other_outcomes_kept():
@@ -80,7 +80,7 @@ def test_the_documented_status_of_the_call_under_test_is_compared_exactly():
     claim = "interop.blast.release.numba"
     changed = edited(base, claim, lambda text: text.replace("then CUDA_ERROR_INVALID_CONTEXT",
                                                             "then CUDA_ERROR_NOT_PERMITTED"))
-    assert [d["item"] for d in drift(changed, base)] == [claim]
+    assert [d["item"] for d in changes(base, changed)] == [claim]
 
 
 def test_a_python_exception_where_a_cuda_error_was_met_is_drift():
@@ -90,6 +90,6 @@ def test_a_python_exception_where_a_cuda_error_was_met_is_drift():
     changed = edited(base, claim, lambda text: text.replace(
         "then its old array -> cudaErrorInvalidValue (all 3)",
         "then its old array -> TypeError: unsupported operand type(s) (all 3)"))
-    assert [d["item"] for d in drift(changed, base)] == [claim]
+    assert [d["item"] for d in changes(base, changed)] == [claim]
     bug = "old array -> TypeError: unsupported operand type(s) (all 3)"
     assert normalize_undefined(bug) == bug

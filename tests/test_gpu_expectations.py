@@ -225,11 +225,11 @@ def test_the_matrix_compares_verdicts_and_normalised_evidence_of_every_claim():
     promise = next(c for c in base[1].claims if c.kind == "promise")
     moved = with_evidence(base, {promise.id: promise.evidence + " and then some"},
                           {"modules.cupy-kernel-cache": "skipped"})
-    assert {(d["claim"], d["change"]) for d in matrix.differences(base, moved)} == {
+    assert {(d["item"], d["change"]) for d in matrix.differences(base, moved)} == {
         (promise.id, "evidence"), ("modules.cupy-kernel-cache", "verdict")}  # a promise's evidence counts too
     fewer = [dataclasses.replace(base[0], claims=base[0].claims[1:]), *base[1:-1]]
-    assert {(d["lab"], d["claim"], d["change"]) for d in matrix.differences(base, fewer)} == {
-        (base[0].lab, base[0].claims[0].id, "claim missing"), (base[-1].lab, None, "run missing")}
+    assert {(d["lab"], d["item"], d["change"]) for d in matrix.differences(base, fewer)} == {
+        (base[0].lab, base[0].claims[0].id, "claim missing"), (base[-1].lab, base[-1].lab, "run missing")}
 
 
 def test_what_may_change_under_each_variable():

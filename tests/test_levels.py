@@ -16,7 +16,7 @@ from ctxlab.lab import LabOptions
 from ctxlab.labs import get_lab
 from ctxlab.levels import FULL, LEVELS, default_level, unjudged_reason
 from ctxlab.record import parse_runs
-from ctxlab.suite import claim_changes, drift, level_differences, run_check
+from ctxlab.suite import changes, level_differences, run_check
 from tests.conftest import recorded
 from tests.fake_labs import REGISTRY
 
@@ -65,15 +65,15 @@ def test_a_level_gives_the_full_checks_verdicts_and_a_differing_one_is_found():
     for level in (1, 2):
         lower = run_check(["levelled"], [0], registry=REGISTRY, options={"levelled": {0: LabOptions(level=level)}})
         assert level_differences(lower, full) == []
-        assert drift(lower, full) == [] and drift(full, lower) == []  # unjudged and fewer scenarios are by design
-        assert claim_changes(full, lower) == []
+        assert changes(full, lower) == [] and changes(lower, full) == []  # unjudged and fewer scenarios are by design
+        assert changes(full, lower, evidence="all", scenarios=False) == []
     broken = dataclasses.replace(full[0], claims=tuple(
         dataclasses.replace(c, verdict="fails") if c.id == "levelled.health" else c for c in full[0].claims))
     assert level_differences(lower, [broken]) == [{"lab": "levelled", "device": 0, "claim": "levelled.health",
                                                    "level": 2, "verdict": "holds", "full_check": "fails"}]
     gone = dataclasses.replace(full[0], claims=full[0].claims[1:])
     assert [d["full_check"] for d in level_differences(lower, [gone])] == ["missing"]
-    assert [d["item"] for d in drift(lower, [broken])] == ["levelled.health"]  # a judged claim still drifts
+    assert [d["item"] for d in changes([broken], lower)] == ["levelled.health"]  # a judged claim still drifts
 
 
 def test_a_claim_level_must_be_one_to_three_and_defaults_by_kind():

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxlab.records.schema import SILENT_WRONG
-from ctxlab.suite import claim_changes
+from ctxlab.suite import changes
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,9 @@ VARIABLES = tuple(dict.fromkeys(v.variable for v in VARIANTS))
 _RACY = re.compile(re.escape(SILENT_WRONG) + r"(?: \([^()]*\))? (?:in \d+ of \d+|\(all \d+\))")
 
 
-# Every run, claim, verdict and normalised evidence of a variant that differs from the baseline.
-differences = claim_changes
+def differences(base: list, other: list) -> list[dict]:
+    """Every run, claim, verdict and normalised evidence of a variant that differs from the baseline."""
+    return changes(base, other, evidence="all", scenarios=False)
 
 
 def racy(runs: list) -> set[str]:
@@ -78,7 +79,7 @@ def may_change(variant: Variant, base: list, gpus: int) -> dict[str, str]:
 
 
 def unexpected(diffs: list[dict], allowed: dict[str, str]) -> list[dict]:
-    return [d for d in diffs if d["claim"] not in allowed]
+    return [d for d in diffs if d["item"] not in allowed]
 
 
 def not_recorded(variant: Variant, runs: list) -> list[str]:
@@ -97,7 +98,7 @@ def driver_problem(variant: Variant, driver: dict) -> str | None:
 
 
 def line(d: dict) -> str:
-    what = f"{d['lab']}: {d['claim']}" if d["claim"] else d["lab"]
+    what = f"{d['lab']}: {d['item']}" if d["item"] != d["lab"] else d["lab"]
     if "was" in d:
         return f"{what}: {d['change']}: now {d['now']} (was {d['was']})"
     return f"{what}: {d['change']}"
@@ -114,7 +115,7 @@ def summary(results: list[tuple[Variant, list[dict], dict[str, str], list[str]]]
                 f"- recorded in every run and shown by the driver: {seen}",
                 f"- differences: {len(diffs)} ({len(wrong)} unexpected)"]
         out += [f"  - {'UNEXPECTED ' if d in wrong else ''}{line(d)}"
-                + (f" [may change: {allowed[d['claim']]}]" if d["claim"] in allowed else "") for d in diffs]
+                + (f" [may change: {allowed[d['item']]}]" if d["item"] in allowed else "") for d in diffs]
         out.append("")
     return "\n".join(out)
 

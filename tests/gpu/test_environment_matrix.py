@@ -116,12 +116,12 @@ def test_check_under_a_driver_variable_changes_only_what_it_should(variant, base
     diffs = matrix.differences(baseline, runs)
     allowed = matrix.may_change(variant, baseline, gpus)
     for d in diffs:
-        print(("may change: " if d["claim"] in allowed else "UNEXPECTED: ") + matrix.line(d))
+        print(("may change: " if d["item"] in allowed else "UNEXPECTED: ") + matrix.line(d))
     if variant.variable == "CUDA_MODULE_LOADING":
         loading = matrix.pinned(variant.variable, baseline)
         assert {"modules.module-load-is-immediate", "modules.default-loading-mode",
                 "modules.library-lazy-at-first-use", "modules.library-eager-everywhere"} <= loading, loading
-        assert [d for d in diffs if d["claim"] in loading] == []  # they set the variable themselves
+        assert [d for d in diffs if d["item"] in loading] == []  # they set the variable themselves
     wrong = matrix.unexpected(diffs, allowed)
     assert not wrong, (f"under {variant.variable}={expected_value} (the driver shows {shown}), beyond what may "
                        f"change:\n" + "\n".join(map(matrix.line, wrong)))
