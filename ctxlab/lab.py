@@ -1,7 +1,10 @@
 """The lab model: what every lab declares, in one shape.
 
 A lab is a name, a question, a frozen options dataclass, its claims, the
-scenarios it runs for given options, and its step tables. ``ctxlab.run``,
+scenarios it runs for given options, its step tables and its command's help
+(``ctxlab <lab> --help``: the question, then ``help``). A lab writes its
+question once, in ``question``: its command's help shows it from there, and the
+registry (``ctxlab.labs``) holds only the command list's line. ``ctxlab.run``,
 ``ctxlab check`` and the CLI all run a lab through ``harness.pool`` (``run_plans``, ``run_lab``).
 """
 
@@ -211,6 +214,9 @@ class Lab:
     # contexts, lifecycle's traced calls); ``check`` drops one whose instrument is missing (``trace``: CUPTI),
     # and the claims that need it read skipped with the reason.
     check_options: Mapping[str, Any] = field(default_factory=dict)
+    # What ``ctxlab <lab> --help`` shows below the question: examples (each ``ctxlab <lab> ...`` under Click's
+    # ``\b``), then what the lab runs. Read only by the lab's own command.
+    help: str = ""
 
     def __post_init__(self) -> None:
         ids = [c.id for c in self.claims]

@@ -1,4 +1,4 @@
-"""interop: CuPy, PyTorch, JAX, Numba and cuda.core in one process, and across fork.
+"""The interop lab: its question, help, options and claims (``LAB``); the scenarios load when it runs.
 
 What this lab covers, area by area as issue 15 numbers them:
 
@@ -50,9 +50,26 @@ from ctxlab.labs.interop.names import LIBRARIES
 
 __all__ = ["CLAIMS", "LAB", "LIBRARIES", "NAME", "PAIRS", "TEARDOWNS", "Missing", "alone", "refs"]
 
+# The help of ``ctxlab interop`` below its question: examples, then what it runs.
+HELP = """\b
+  ctxlab interop
+  ctxlab interop --format markdown -o interop.md
+
+Each library alone in a fresh process (the context it leaves current, its
+allocation's context, a fresh thread's first use, the primary-context
+references it holds), all of them together, DLPack and
+__cuda_array_interface__ exchanges between pairs (same pointer, owning
+context, stream order, a worker thread), each library under a cuCtxCreate
+or green context, each teardown (device reset, primary release or reset,
+cuCtxDestroy) against every library's data (repeated), a child made by fork
+or by each multiprocessing start method (repeated), CUDA IPC handles in a
+spawned child, and which context owns VMM and pool memory. A missing
+library is skipped.
+"""
+
 LAB = Lab(NAME, "Do CuPy, PyTorch, JAX, Numba and cuda.core share one context, who holds it, can they exchange "
           "arrays safely, what do they do under another context, what does one teardown do to the others, and what "
-          "survives fork?", LabOptions, claims.CLAIMS, scenarios_in(f"{__name__}.scenarios"))
+          "survives fork?", LabOptions, claims.CLAIMS, scenarios_in(f"{__name__}.scenarios"), help=HELP)
 
 # The scenario functions, loaded when first used (they import ctxlab's tracer and CUDA helpers).
 __getattr__ = exports(__name__, {"Missing": "libs", "alone": "scenarios", "refs":

@@ -1,4 +1,4 @@
-"""peer: on two GPUs, is peer access a property of the context, and does it follow the context to another thread?
+"""The peer lab: its question, help, options and claims (``LAB``); the scenarios load when it runs.
 
 The lab runs on its device and the next one (``--device N`` pairs GPU N with GPU
 (N+1) mod the count, so ``check --devices all`` on two GPUs runs 0->1 and 1->0).
@@ -26,8 +26,21 @@ from ctxlab.labs.peer.claims import CLAIMS, HANDOFF, NAME, RESET, THREADS, WITHO
 
 __all__ = ["CLAIMS", "HANDOFF", "LAB", "NAME", "RESET", "THREADS", "WITHOUT_ACCESS", "can_access", "pair_or_reason"]
 
+# The help of ``ctxlab peer`` below its question: examples, then what it runs.
+HELP = """\b
+  ctxlab peer --device 0
+  ctxlab peer --trace --steps
+
+Runs on --device and the next GPU. A context enables access toward a
+context on the other GPU (twice), moves to another thread, and there copies
+and reads the other GPU's memory; kernels of contexts without access
+(repeated), a primary context reset of either GPU, and each thread's
+current device. Needs 2 GPUs: on one, every claim is skipped with why.
+"""
+
 LAB = Lab(NAME, "On two GPUs, does peer access belong to the context and follow it to another thread, and what is "
-                "each thread's current device?", LabOptions, claims.CLAIMS, scenarios_in(f"{__name__}.scenarios"))
+                "each thread's current device?", LabOptions, claims.CLAIMS, scenarios_in(f"{__name__}.scenarios"),
+          help=HELP)
 
 # The scenario functions, loaded when first used (they import ctxlab's tracer and CUDA helpers).
 __getattr__ = exports(__name__, {"can_access": "scenarios", "pair_or_reason": "scenarios"})

@@ -1,4 +1,4 @@
-"""refcount: what keeps a context alive, and what release and reset destroy.
+"""The refcount lab: its question, help, options and claims (``LAB``); the scenarios load when it runs.
 
 The old text says a context's lifetime is a usage count moved by
 cuCtxAttach/cuCtxDetach and decremented by cudaThreadExit. Today the primary
@@ -19,5 +19,17 @@ from ctxlab.labs.refcount.claims import CLAIMS, NAME, VIEWS
 
 __all__ = ["CLAIMS", "LAB", "NAME", "VIEWS"]
 
+# The help of ``ctxlab refcount`` below its question: examples, then what it runs.
+HELP = """\b
+  ctxlab refcount
+  ctxlab refcount --repeats 10 --steps
+
+Each scenario runs in its own process: the runtime's own references to
+the primary context, releasing without a retain, cudaDeviceReset under
+CuPy, cuDevicePrimaryCtxReset, cuCtxAttach/cuCtxDetach and cuCtxDestroy
+on a created context, and whether cudaThreadExit still exists. Scenarios
+that use data after a release, reset or destroy run --repeats times.
+"""
+
 LAB = Lab(NAME, "What keeps a context alive, and what do release and reset destroy?", LabOptions, claims.CLAIMS,
-          scenarios_in(f"{__name__}.scenarios"), views=VIEWS)
+          scenarios_in(f"{__name__}.scenarios"), views=VIEWS, help=HELP)
