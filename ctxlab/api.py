@@ -100,10 +100,11 @@ def checked_selection(names: Sequence[str] | None, devices: Sequence[int], *, ti
                           cli=f"--jobs: {jobs!r} is not a whole number of at least 1")
     refuse_repeats_below_full(level, repeats)
     labs = [get_lab(name, registry) for name in chosen]  # UnknownLab for a name that is not a lab
-    options = {name: {
-        device: lab.make_options(device=device, scenario_timeout=timeout, isolation=isolation, level=level,
-                                 **deciding_options(lab), **({"repeats": repeats} if repeats is not None else {}))
-        for device in devices} for name, lab in zip(chosen, labs, strict=True)}
+    from ctxlab.suite import check_options
+
+    options = {name: {device: check_options(lab, device, timeout=timeout, isolation=isolation, level=level,
+                                            repeats=repeats) for device in devices}
+               for name, lab in zip(chosen, labs, strict=True)}
     if any(lab.needs_gpu for lab in labs):
         for device in devices:
             require_device(device)
@@ -115,18 +116,6 @@ def refuse_repeats_below_full(level: int, repeats: int | None) -> None:
     if repeats is not None and level != 3:
         raise OptionError(f"repeats: level {level} runs each scenario once; repeats apply at level 3",
                           cli=f"--repeats: level {level} runs each scenario once; --repeats applies at --level 3")
-
-
-def deciding_options(lab: Lab) -> dict[str, Any]:
-    """The options under which ``check`` runs ``lab`` (``Lab.check_options``), but those whose instrument is
-    missing here: tracing without CUPTI or a C compiler would break every scenario, where untraced only the
-    claims that need the trace read skipped, naming what they need."""
-    from ctxlab.tracing.missing import trace_missing
-
-    chosen = dict(lab.check_options)
-    if chosen.get("trace") and trace_missing() is not None:
-        chosen.pop("trace")
-    return chosen
 
 
 def load(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES) -> list[LabResult]:

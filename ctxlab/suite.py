@@ -14,11 +14,12 @@ import datetime
 import time
 import traceback
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from ctxlab.harness.pool import Scheduled, critical_path, run_plans
 from ctxlab.harness.runner import plan
 from ctxlab.harness.timing_cache import load_timings, save_timings
-from ctxlab.lab import DEFAULT_REPEATS, LabOptions
+from ctxlab.lab import DEFAULT_REPEATS, Lab, LabOptions
 from ctxlab.labs import LABS, UnknownLab, get_lab
 from ctxlab.levels import FULL
 from ctxlab.records.evidence import normalize, normalize_undefined
@@ -56,6 +57,26 @@ def progress_line(run: LabResult) -> str:
     return f"{run.lab} on GPU {run.options.get('device', '?')}: {counts or 'no claims'}{errors} ({run.seconds:.2f} s)"
 
 
+def deciding_options(lab: Lab) -> dict[str, Any]:
+    """The options under which ``check`` runs ``lab`` (``Lab.check_options``), but those whose instrument is
+    missing here: tracing without CUPTI or a C compiler would break every scenario, where untraced only the
+    claims that need the trace read skipped, naming what they need."""
+    from ctxlab.tracing.missing import trace_missing
+
+    chosen = dict(lab.check_options)
+    if chosen.get("trace") and trace_missing() is not None:
+        chosen.pop("trace")
+    return chosen
+
+
+def check_options(lab: Lab, device: int, *, timeout: float | None = None, isolation: str = "batched",
+                  level: int = FULL, repeats: int | None = None) -> LabOptions:
+    """The options ``check`` runs ``lab`` with on ``device``: the lab's deciding options and check's own (the one
+    place they are built, for ``ctxlab.check`` and ``run_check`` alike)."""
+    return lab.make_options(device=device, scenario_timeout=timeout, isolation=isolation, level=level,
+                            **deciding_options(lab), **({"repeats": repeats} if repeats is not None else {}))
+
+
 def run_check(names: list[str] | None, devices: list[int], timeout: float | None = None, jobs: int | None = None,
               repeats: int | None = None, progress: Callable[[LabResult], None] | None = None,
               registry: dict[str, str] | None = None, baseline: list[LabResult] | None = None,
@@ -76,8 +97,8 @@ def run_check(names: list[str] | None, devices: list[int], timeout: float | None
             t = time.perf_counter()
             try:
                 lab = get_lab(name, registry)
-                chosen = options[name][device] if options else lab.make_options(
-                    device=device, scenario_timeout=timeout, repeats=repeats or DEFAULT_REPEATS, isolation=isolation)
+                chosen = options[name][device] if options else check_options(
+                    lab, device, timeout=timeout, isolation=isolation, repeats=repeats or DEFAULT_REPEATS)
                 plans.append(plan(lab, chosen))
             except Exception as exc:  # the lab's own code broke: its error, the others go on
                 broken[(name, device)] = _error_result(name, device, exc, time.perf_counter() - t)

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from click.testing import CliRunner
 
-from ctxlab.api import checked_selection, deciding_options
+from ctxlab.api import checked_selection
 from ctxlab.claim import Claim
 from ctxlab.cli import cli
 from ctxlab.errors import OptionError
@@ -16,7 +16,7 @@ from ctxlab.lab import LabOptions
 from ctxlab.labs import get_lab
 from ctxlab.levels import FULL, LEVELS, default_level, unjudged_reason
 from ctxlab.record import parse_runs
-from ctxlab.suite import changes, level_differences, run_check
+from ctxlab.suite import changes, deciding_options, level_differences, run_check
 from tests.conftest import recorded
 from tests.fake_labs import REGISTRY
 

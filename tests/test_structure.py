@@ -45,7 +45,8 @@ ALLOWED: dict[str, set[str]] = {
     "ctxlab.harness": {"ctxlab.claim", "ctxlab.cuda", "ctxlab.lab", "ctxlab.levels", "ctxlab.records",
                        "ctxlab.tracing", "ctxlab.version"},
     "ctxlab.labs": {"ctxlab.claim", "ctxlab.cuda", "ctxlab.harness", "ctxlab.lab", "ctxlab.records", "ctxlab.tracing"},
-    "ctxlab.suite": {"ctxlab.harness", "ctxlab.lab", "ctxlab.labs", "ctxlab.levels", "ctxlab.records", "ctxlab.report"},
+    "ctxlab.suite": {"ctxlab.harness", "ctxlab.lab", "ctxlab.labs", "ctxlab.levels", "ctxlab.records", "ctxlab.report",
+                     "ctxlab.tracing"},
     "ctxlab.fleet_status": {"ctxlab.records", "ctxlab.report"},
     # forwarding shims of old import paths (deprecated)
     "ctxlab.record": {"ctxlab.output", "ctxlab.records"},
