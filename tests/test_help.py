@@ -7,6 +7,7 @@ import click
 import pytest
 
 from ctxlab.cli import cli
+from ctxlab.labs import LABS, get_lab, summary_of
 from tests.hostile import invoke
 from tests.test_usage_errors import commands
 
@@ -25,6 +26,17 @@ def test_the_command_list_keeps_each_whole_first_sentence():
         first = command.short_help or command.help.split("\n\n")[0]
         assert " ".join(first.split()) in text, name
     assert "..." not in text.split("Commands:")[1]
+
+
+@pytest.mark.parametrize("name", sorted(LABS))
+def test_a_lab_is_listed_with_its_registry_line_and_its_help_starts_with_its_question(name):
+    """The lab's line in the command list is its registry entry's; its own help opens with its question, written
+    once, in its package (Lab.question): no other phrasing of it in the code."""
+    listed = " ".join(invoke("--help").output.split())
+    assert f" {name} {summary_of(name)} " in listed
+    usage, _, text = invoke(name, "--help").output.partition("\n\n")
+    assert usage.startswith(f"Usage: ctxlab {name} ")
+    assert " ".join(text.split()).startswith(" ".join(get_lab(name).question.split()))
 
 
 @pytest.mark.parametrize("path, option", [(("check",), "--format"), (("report", "merge"), "--format")])

@@ -1,13 +1,14 @@
 """Every lab is a package (issue 24): ``claims.py`` judged on the CPU, pure (no CUDA, no harness), and
 ``scenarios.py`` run in children; ctxlab's own modules are imported at the top, and only the libraries that load
-CUDA (or numpy, for the CPU time of the parent) inside functions. Every registered lab has its claim cases, and
-docs/schema.md and the README tables name it."""
+CUDA (or numpy, for the CPU time of the parent) inside functions. Every registered lab has its claim cases and
+its write-up; the pages that list labs agree with the registry."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -94,15 +95,31 @@ def test_every_lab_has_claim_cases():
         assert (ROOT / "tests" / "claim_cases" / f"{name}.py").is_file(), f"add tests/claim_cases/{name}.py"
 
 
-def test_the_schema_page_and_the_readme_tables_name_every_lab():
-    schema = (ROOT / "docs" / "schema.md").read_text(encoding="utf-8")
-    lab_rows = [line for line in schema.splitlines() if line.startswith("| `lab` |")]
-    readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    labs_readme = (ROOT / "labs" / "README.md").read_text(encoding="utf-8").splitlines()
+def test_every_lab_has_its_write_up_and_the_pages_that_list_labs_agree_with_the_registry():
+    """A lab's page is its write-up, labs/<lab>.md, and ``ctxlab --help`` lists every lab from the registry, so
+    adding a lab edits no other page: the README's and labs/README.md's tables are a tour that may leave a lab
+    out, but every row they have names a command that exists and a lab's row links that lab's write-up;
+    docs/schema.md names the registry rather than listing the labs."""
+    from ctxlab.cli import cli
+
     for name in LABS:
-        assert any(f"`{name}`" in row for row in lab_rows), f"docs/schema.md: no `lab` row names {name}"
-        assert any(line.startswith(f"| `ctxlab {name}` |") and f"labs/{name}.md" in line for line in readme), \
-            f"README.md: no row for `ctxlab {name}` with its write-up labs/{name}.md"
-        assert any(line.startswith("|") and f"`ctxlab {name}" in line and f"({name}.md)" in line
-                   for line in labs_readme), f"labs/README.md: no row for ctxlab {name} with {name}.md"
-        assert (ROOT / "labs" / f"{name}.md").is_file(), f"labs/{name}.md: the lab's write-up"
+        write_up = ROOT / "labs" / f"{name}.md"
+        assert write_up.is_file(), f"labs/{name}.md: the lab's write-up"
+        assert write_up.read_text(encoding="utf-8").startswith(f"# {name}: "), f"labs/{name}.md: its title"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    rows = [line for line in readme if re.match(r"\| `ctxlab [\w-]+` \|", line)]  # the commands' table
+    assert rows
+    for row in rows:
+        command = row.split("`")[1].split()[1]
+        assert command in cli.commands, f"README.md: a row for `ctxlab {command}`, which is no command"
+        assert command not in LABS or f"[labs/{command}.md](labs/{command}.md)" in row, row
+    labs_readme = (ROOT / "labs" / "README.md").read_text(encoding="utf-8").splitlines()
+    named = [(row, command) for row in labs_readme if row.startswith("|")
+             for command in re.findall(r"`ctxlab ([\w-]+)", row)]
+    assert named
+    for row, command in named:
+        assert command in cli.commands, f"labs/README.md: a row for `ctxlab {command}`, which is no command"
+        assert command not in LABS or f"({command}.md)" in row, row
+    schema = (ROOT / "docs" / "schema.md").read_text(encoding="utf-8")
+    (lab_row,) = [line for line in schema.splitlines() if line.startswith("| `lab` | string |")]
+    assert "`ctxlab/labs/__init__.py`" in lab_row
