@@ -47,7 +47,8 @@ def run(name: str, progress: Callable[[str], None] | None = None,
 
     lab = get_lab(name)
     chosen = lab.make_options(**options)
-    require_device(chosen.device)
+    if lab.needs_gpu:  # as check has it: a lab without GPU scenarios runs where there is none
+        require_device(chosen.device)
     if chosen.trace:
         from ctxlab.tracing.tracer import require_cupti
 
