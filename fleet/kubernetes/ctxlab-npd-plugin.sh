@@ -6,5 +6,5 @@
 # scenario broke, or the node cannot run CUDA), anything else unknown (no result yet, unreadable, or
 # older than CTXLAB_MAX_AGE seconds, default 86400); standard output is the condition's message.
 # CTXLAB_RESULT (default /var/lib/ctxlab/ctxlab.json) and CTXLAB_PYTHON (default python3) may be set.
-exec "${CTXLAB_PYTHON:-python3}" -m ctxlab.fleet_status "${CTXLAB_RESULT:-/var/lib/ctxlab/ctxlab.json}" \
+exec "${CTXLAB_PYTHON:-python3}" -m ctxlab status "${CTXLAB_RESULT:-/var/lib/ctxlab/ctxlab.json}" \
     --max-age "${CTXLAB_MAX_AGE:-86400}" --limit 200

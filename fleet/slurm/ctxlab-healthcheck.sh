@@ -22,7 +22,7 @@ scontrol=${SCONTROL:-scontrol}
 node=${NODENAME:-$(hostname -s)}
 log() { logger -t ctxlab-healthcheck -- "$*" 2>/dev/null; echo "ctxlab-healthcheck: $*" >&2; }
 
-line=$("$python" -m ctxlab.fleet_status "$result" --max-age "${CTXLAB_MAX_AGE:-86400}" --limit 200)
+line=$("$python" -m ctxlab status "$result" --max-age "${CTXLAB_MAX_AGE:-86400}" --limit 200)
 status=$?
 if [ "$status" -eq 2 ]; then  # no recent result: run the short check now, within the time limit
     mkdir -p "$(dirname "$result")"
@@ -37,7 +37,7 @@ if [ "$status" -eq 2 ]; then  # no recent result: run the short check now, withi
         log "check ran out of ${CTXLAB_TIME_LIMIT:-50} s: node $node left as it is"
         exit 0
     fi
-    line=$("$python" -m ctxlab.fleet_status "$result" --limit 200)
+    line=$("$python" -m ctxlab status "$result" --limit 200)
     status=$?
 fi
 case "$status" in
