@@ -7,7 +7,7 @@ import click
 import pytest
 
 from ctxlab.cli import cli
-from ctxlab.labs import LABS, get_lab, summary_of
+from ctxlab.labs import LABS, get_lab
 from tests.hostile import invoke
 from tests.test_usage_errors import commands
 
@@ -33,7 +33,7 @@ def test_a_lab_is_listed_with_its_registry_line_and_its_help_starts_with_its_que
     """The lab's line in the command list is its registry entry's; its own help opens with its question, written
     once, in its package (Lab.question): no other phrasing of it in the code."""
     listed = " ".join(invoke("--help").output.split())
-    assert f" {name} {summary_of(name)} " in listed
+    assert f" {name} {LABS[name].summary} " in listed
     usage, _, text = invoke(name, "--help").output.partition("\n\n")
     assert usage.startswith(f"Usage: ctxlab {name} ")
     assert " ".join(text.split()).startswith(" ".join(get_lab(name).question.split()))
