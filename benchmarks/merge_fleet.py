@@ -9,7 +9,8 @@ runs an older driver (12080) and every twentieth an older ctxlab, with one claim
 an older judge gave it, so that the fleet view has groups and differences to find; 1 in 100 is this
 machine's own environment-error record (labs/results/fleet/check-no-gpu.json). ``report merge`` then
 runs as a command, writing Markdown and HTML, and its wall time and peak memory (the largest resident
-set of it and its child processes, from getrusage) are recorded.
+set of it and its child processes, from getrusage) are recorded, with the CPU time they took and the load
+average before the run: on a machine others share, the wall time says little without them.
 """
 
 from __future__ import annotations
@@ -80,10 +81,12 @@ def main() -> int:
         env = dict(os.environ, **({"CTXLAB_MERGE_JOBS": str(args.jobs)} if args.jobs else {}))
         argv = [sys.executable, "-m", "ctxlab", "report", "merge", *paths, "-o", str(Path(tmp) / "matrix.md"),
                 "--html", str(Path(tmp) / "matrix.html")]
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         t = time.perf_counter()
         done = subprocess.run(argv, capture_output=True, text=True, env=env)
         wall = time.perf_counter() - t
-        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        peak_kib, cpu = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
         if done.returncode not in (0, 1):
             print(done.stderr, file=sys.stderr)
             return 2
@@ -93,12 +96,16 @@ def main() -> int:
     report = {"environment": {"python": platform.python_version(), "machine": platform.machine(),
                               "cpus": os.cpu_count(), "jobs": args.jobs or "default"},
               "files": args.files, "input_bytes": size, "exit_status": done.returncode,
-              "wall_seconds": round(wall, 3), "peak_rss_mib": round(peak_kib / 1024, 1),
+              "wall_seconds": round(wall, 3), "cpu_seconds": round(cpu, 3),
+              "load_average_before": None if load is None else round(load, 2),
+              "peak_rss_mib": round(peak_kib / 1024, 1),
               "markdown_bytes": len(markdown), "html_bytes": html_size,
               "groups": sum(1 for line in markdown.splitlines() if line.startswith("- G")),
               "differs_line": differ.strip("*: "),
               "could_not_run": sum(1 for n in range(args.files) if n % 100 == 99)}
-    print(f"{args.files} files ({size / 2**20:.0f} MiB): {wall:.2f} s, peak RSS {report['peak_rss_mib']} MiB, "
+    print(f"{args.files} files ({size / 2**20:.0f} MiB): {wall:.2f} s ({cpu:.2f} s of CPU, load before "
+          f"{report['load_average_before']}), "
+          f"peak RSS {report['peak_rss_mib']} MiB, "
           f"exit {done.returncode}; {report['groups']} groups; {differ.strip('*: ')}")
     if args.json:  # ctxlab's one writer: replaced atomically, never half-written
         from ctxlab.output import write_outputs
