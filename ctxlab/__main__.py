@@ -3,7 +3,7 @@ Ctrl-C or SIGTERM while they load ends it as it would any later (``ctxlab.interr
 
 from ctxlab.interrupts import handling_signals
 
-with handling_signals():
+with handling_signals(process_exit=True):
     from ctxlab.cli import main
 
     main()

@@ -151,8 +151,11 @@ def _fd_gone(stream: object) -> bool:
 
 
 @contextlib.contextmanager
-def handling_signals() -> Iterator[None]:
-    """Run a command: the handlers above in place, and a signal or vanished reader ending it as the module says."""
+def handling_signals(process_exit: bool = False) -> Iterator[None]:
+    """Run a command: the handlers above in place, and a signal or vanished reader ending it as the module says.
+    ``process_exit``: the process ends with the command; from then on a signal does what it does by default
+    (Python shuts down: a KeyboardInterrupt in an atexit hook would be a traceback, and a stuck exit must
+    still yield to a second Ctrl-C)."""
     former = install()
     try:
         yield
@@ -166,3 +169,6 @@ def handling_signals() -> Iterator[None]:
         raise
     finally:
         restore(former)
+        if process_exit:  # (only where this call put the handlers in place: the outermost one)
+            for signum in former:
+                signal.signal(signum, signal.SIG_DFL)

@@ -107,13 +107,14 @@ class OneLineGroup(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:
+    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
         """Run the command line with ``ctxlab.interrupts``' endings: a signal or a reader that went away ends
-        it quietly with the shell's status (130, 143, 141) once its cleanup ran."""
+        it quietly with the shell's status (130, 143, 141) once its cleanup ran. Without ``args`` it is this
+        process's own command line, and the process ends with it."""
         from ctxlab.interrupts import handling_signals
 
-        with handling_signals():
-            return super().main(*args, **kwargs)
+        with handling_signals(process_exit=args is None):
+            return super().main(args, *rest, **kwargs)
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the subcommand; a usage error while parsing it (or raised by it) becomes one line."""
