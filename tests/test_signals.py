@@ -258,3 +258,30 @@ def test_a_signal_while_show_writes_leaves_no_temporary_file(tmp_path, large, si
         code, stderr = ended(process, tmp_path, why)
         assert_ended_cleanly(code, stderr, signum, tmp_path, tmp_path / "out.json", whole, why)
         (tmp_path / "out.json").unlink(missing_ok=True)
+
+
+def test_a_signal_between_two_renames_waits_for_the_second(tmp_path, monkeypatch):
+    """All or none holds against a signal too: one that arrives after the first output is renamed into place
+    acts once the last one is (in process: the command line's handlers in place, SIGTERM sent to itself)."""
+    from ctxlab import output
+    from ctxlab.interrupts import Terminated, install, restore
+
+    real = os.replace
+    renamed: list[str] = []
+
+    def replace_then_signal(src, dst):
+        real(src, dst)
+        renamed.append(os.path.basename(dst))
+        if len(renamed) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(output.os, "replace", replace_then_signal)
+    former = install()
+    try:
+        with pytest.raises(Terminated) as ended:
+            output.write_outputs([(str(tmp_path / "a.md"), "a"), (str(tmp_path / "b.html"), "b")])
+    finally:
+        restore(former)
+    assert ended.value.code == 143
+    assert renamed == ["a.md", "b.html"] and (tmp_path / "b.html").read_text() == "b"
+    assert leftovers(tmp_path) == []
