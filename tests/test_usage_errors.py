@@ -102,8 +102,10 @@ def test_missing_arguments_and_unknown_commands_are_one_line(args):
     assert len(result.output.strip().splitlines()) == 1 and result.output.startswith("Error: "), result.output
 
 
-def test_no_command_still_shows_the_help():
-    result = invoke()
+def test_no_command_names_the_commands_and_help_still_shows_the_help():
+    result = invoke()  # a group alone is one line naming its commands (issue 38): tests/test_terminal_width.py
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1 and "show" in result.output
+    result = invoke("--help")
     assert "Usage:" in result.output and "Commands:" in result.output
 
 

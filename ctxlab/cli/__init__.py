@@ -17,6 +17,7 @@ import time
 import click
 
 from ctxlab.cli.fleet import check_reports, fleet_check
+from ctxlab.cli.help import CommandsGroup
 from ctxlab.cli.labs import lab_commands
 from ctxlab.cli.merge import report
 from ctxlab.cli.options import (
@@ -37,7 +38,6 @@ from ctxlab.cli.types import (
     CtxlabError,
     FiniteFloat,
     NameList,
-    OneLineGroup,
     OutputPath,
     ResultPath,
     domain_errors,
@@ -49,7 +49,7 @@ from ctxlab.version import __version__
 __all__ = ["cli", "main", "CtxlabError", "ProgramRan", "EXIT_FAILS", "EXIT_USAGE", "device_option", "trace_option",
            "repeats_option", "HandoffProgress", "say", "emit"]
 
-@click.group(name="ctxlab", cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(name="ctxlab", cls=CommandsGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ctxlab")
 def cli():
     """ctxlab: experiments that show how CUDA contexts really behave.

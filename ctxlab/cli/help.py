@@ -1,12 +1,16 @@
 """Help texts built when they are shown: ``audit``'s lists every rule, and importing the rules for every
-``ctxlab --help`` would cost start-up time."""
+``ctxlab --help`` would cost start-up time; and what a command group called alone says (``ctxlab``,
+``ctxlab report``): one line naming its commands, exit status 2 as for any usage error, not a screen of
+help nobody asked for."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
-from ctxlab.cli.types import OneLineCommand
+import click
+
+from ctxlab.cli.types import EXIT_USAGE, OneLineCommand, OneLineGroup
 
 AUDIT_HELP = """Run a Python program under the tracer and report CUDA context hazards.
 
@@ -76,3 +80,47 @@ class LazyHelpCommand(OneLineCommand):
     @help.setter
     def help(self, value: str | None) -> None:
         pass  # click offers the function's docstring: the help is help_text's
+
+
+def commands_line(ctx: click.Context) -> str:
+    """What a group called alone says: its path, its commands, and where the help is."""
+    group = ctx.command
+    names = [n for n in group.list_commands(ctx) if isinstance(group, click.Group)
+             and (command := group.get_command(ctx, n)) is not None and not command.hidden]
+    path = ctx.command_path
+    return f"{path} needs a command, one of: {', '.join(names)} (try '{path} --help')"
+
+
+class GroupAlone(click.UsageError):
+    """A command group called without a command: one line on standard error, exit status 2."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, ctx: click.Context):
+        super().__init__(commands_line(ctx), ctx)
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        """``Error: ctxlab report needs a command, one of: merge (try 'ctxlab report --help')``."""
+        from ctxlab.report.escape import shown
+
+        click.echo(f"Error: {shown(self.format_message())}", file=file, err=file is None)
+
+
+class CommandsGroup(OneLineGroup):
+    """The top command group: called alone, or with one of its groups alone, it names their commands in one
+    line (Click would print the whole help and exit 2; Click 8.2+ raises NoArgsIsHelpError for it)."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        """Parse as OneLineGroup does; no command at all is GroupAlone."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            raise GroupAlone(exc.ctx) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a group under this one called alone is GroupAlone."""
+        try:
+            return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            raise GroupAlone(exc.ctx) from None

@@ -218,6 +218,11 @@ def wrap(text: str, width: int) -> list[str]:
     return list(iter_wrap(text, width))
 
 
+def title(text: str, screen: Screen) -> list[str]:
+    """A title in bold, wrapped to the screen (a lab's name alone may be wider than a narrow one)."""
+    return [screen.paint(line, "bold") for line in wrap(text, screen.width)]
+
+
 def clip(text: str, width: int, lines: int | None = 1) -> list[str]:
     """``text`` wrapped at ``width`` and cut to ``lines`` lines, the cut marked with an ellipsis (None: all)."""
     if lines is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ctxlab.records.model import LabResult, Observation
 from ctxlab.report.escape import terminal
-from ctxlab.report.screen import Cell, Screen, fit, grid, natural_widths, wrap
+from ctxlab.report.screen import Cell, Screen, fit, grid, natural_widths, title, wrap
 from ctxlab.report.text import cell, context_label, lab_views, name, short
 
 MIN_COLUMN = 8  # below this a column is unreadable: stack the rows instead
@@ -27,8 +27,8 @@ def _more(count: int, what: str, screen: Screen) -> list[str]:
     return [screen.paint(line, "dim") for line in wrap(text, screen.width)]
 
 
-def _table(title: str, headers: list[str], rows: list[list[Cell]], screen: Screen) -> list[str]:
-    lines = [screen.paint(title, "bold")]
+def _table(heading: str, headers: list[str], rows: list[list[Cell]], screen: Screen) -> list[str]:
+    lines = title(heading, screen)
     header = [Cell(h, "dim") for h in headers]
     natural = natural_widths([header, *rows], cap=60)
     widths = fit(natural, screen.width)

@@ -24,7 +24,7 @@ from itertools import islice
 from ctxlab.records.model import ClaimResult, LabResult
 from ctxlab.records.schema import FAILING, VERDICTS
 from ctxlab.report.escape import terminal
-from ctxlab.report.screen import Cell, Screen, clip, grid, iter_grid, iter_wrap, pad, text_width, wrap
+from ctxlab.report.screen import Cell, Screen, clip, grid, iter_grid, iter_wrap, pad, text_width, title, wrap
 from ctxlab.report.text import (
     FULL_OR_JSON,
     NAME_CHARS,
@@ -127,7 +127,7 @@ def _wide(run: LabResult, screen: Screen, full: bool) -> Iterator[str]:
 
 def claim_lines(run: LabResult, screen: Screen, full: bool = False) -> Iterator[str]:
     """The run's claims at the screen's width: a row each when wide, stacked when narrow."""
-    yield screen.paint(f"{name(run.lab)}: claims", "bold")
+    yield from title(f"{name(run.lab)}: claims", screen)
     yield from (_wide if screen.width >= WIDE else _stacked)(run, screen, full)
     yield from wrap(terminal(counts_line(run)), screen.width)
 
@@ -140,7 +140,7 @@ def figure_lines(run: LabResult, screen: Screen) -> list[str]:
     names = [name(k) for k in run.metrics]
     values = [terminal(figure(v)) for v in run.metrics.values()]
     name_w = max(1, min(max(map(text_width, names)), screen.width - 14))
-    lines = [screen.paint(f"{name(run.lab)}: figures", "bold")]
+    lines = title(f"{name(run.lab)}: figures", screen)
     for label, value in zip(names, values, strict=True):
         wrapped = wrap(label, name_w)
         lines += [f"  {line}" for line in wrapped[:-1]]
@@ -196,7 +196,7 @@ def summary_lines(runs: list[LabResult], screen: Screen, full: bool = False) -> 
     """The closing summary: per lab the counts of every verdict (fixed order), then every fails and error
     claim, every scenario that broke, and the flags (silent wrong results)."""
     total = sum(len(r.claims) for r in runs)
-    yield screen.paint(f"summary: {len(runs)} lab run(s), {total} claims", "bold")
+    yield from title(f"summary: {len(runs)} lab run(s), {total} claims", screen)
     yield from _counts_grid(runs, screen)
     bad = False
     for run in runs:
