@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     total = len({(r.lab, r.options.get("device", 0), c.id) for r in (*first, *second) for c in r.claims})
     for d in diff:
         print(f"{d['lab']}/{d['item']} on GPU {d['device']}: {d['change']}"
-              + (f"\n  first:  {d['was']}\n  second: {d['now']}" if "was" in d else ""))
+              + "".join(f"\n  {side}:  {d[key]}" for side, key in (("first", "was"), ("second", "now")) if key in d))
     print(f"{total} claims compared, {len(diff)} differ")
     if args.json:
         with open(args.json, "w") as out:

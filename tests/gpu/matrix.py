@@ -99,9 +99,9 @@ def driver_problem(variant: Variant, driver: dict) -> str | None:
 
 def line(d: dict) -> str:
     what = f"{d['lab']}: {d['item']}" if d["item"] != d["lab"] else d["lab"]
-    if "was" in d:
-        return f"{what}: {d['change']}: now {d['now']} (was {d['was']})"
-    return f"{what}: {d['change']}"
+    now = f": now {d['now']}" if "now" in d else ""
+    was = f" (was {d['was']})" if "was" in d else ""
+    return f"{what}: {d['change']}{now}{was}"
 
 
 def summary(results: list[tuple[Variant, list[dict], dict[str, str], list[str]]]) -> str:
