@@ -32,6 +32,7 @@ from ctxlab.cli.options import (
 )
 from ctxlab.cli.program import ProgramRan, audit, trace
 from ctxlab.cli.report import HandoffProgress, emit, render_for, say, screen_of, write_report
+from ctxlab.cli.status import status
 from ctxlab.cli.types import (
     EXIT_FAILS,
     EXIT_USAGE,
@@ -281,7 +282,7 @@ def check(devices, only, timeout, jobs, repeats, level, isolation, fmt, output, 
     from ctxlab.records.files import load_runs
     from ctxlab.report.escape import one_line
     from ctxlab.report.summary import drift_line
-    from ctxlab.suite import drift, profile_lines, progress_line, select_labs
+    from ctxlab.suite import changes, profile_lines, progress_line, select_labs
 
     try:
         names = select_labs(only)
@@ -304,7 +305,7 @@ def check(devices, only, timeout, jobs, repeats, level, isolation, fmt, output, 
     runs = ctxlab.api.check(names, chosen, timeout=timeout, jobs=jobs, repeats=repeats, baseline=base,
                             progress=lambda run: say(progress_line(run)), schedule=schedule, isolation=isolation,
                             level=level)
-    drifted = drift(runs, base) if base is not None else None
+    drifted = changes(base, runs) if base is not None else None
     say(f"check: {len(runs)} lab run(s) at level {level} in {time.perf_counter() - t0:.2f} s")
     if profile:
         for line in profile_lines(schedule):
@@ -316,7 +317,7 @@ def check(devices, only, timeout, jobs, repeats, level, isolation, fmt, output, 
         raise SystemExit(EXIT_FAILS)
 
 
-for _command in (trace, audit, report):  # commands defined beside their helpers
+for _command in (trace, audit, report, status):  # commands defined beside their helpers
     cli.add_command(_command)
 # One command per lab of the registry, its options its options dataclass's (cli/labs.py); each runs through run_lab,
 # looked up when it runs.
