@@ -1,6 +1,5 @@
-"""The ctxlab command line: one command per lab (migrate, refcount, lifecycle,
-modules, interop, peer: built from the registry, ``cli_labs``), trace, audit, check for CI, and doctor, show and
-report merge.
+"""The ctxlab command line: one command per lab of the registry (``ctxlab.labs.LABS``, built by
+``cli.labs``), trace, audit, check for CI, status for fleets, and doctor, claims, show and report merge.
 
 Exit status: 0 when no documented claim fails, 1 when one does (or a scenario
 crashed), 2 for a usage or environment problem (no GPU, bad device, bad file),
