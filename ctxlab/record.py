@@ -1,6 +1,7 @@
 """The result records under their first import path: the model is ``ctxlab.records.model``, the schema's
 names ``ctxlab.records.schema``, reading files ``ctxlab.records.files``; this module forwards to them (and to
 ``ctxlab.output``, the one writer) so that code written against ``ctxlab.record`` keeps working.
+Deprecated: importing it warns; import from those.
 
 A file holds one run (``{"schema": "ctxlab/1", "lab": ...}``) or several
 (``{"schema": "ctxlab/1", "runs": [...]}``); both load with ``load_runs``.
@@ -9,6 +10,7 @@ A file holds one run (``{"schema": "ctxlab/1", "lab": ...}``) or several
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 from ctxlab.records.model import ClaimResult, LabResult, Observation, ResultFileError, dumps
@@ -44,3 +46,8 @@ def check_writable(path: str | os.PathLike) -> None:
     from ctxlab.output import check_writable as check
 
     check(os.fspath(path))
+
+
+warnings.warn("ctxlab.record is deprecated: import ctxlab.records.model (the records), ctxlab.records.schema (its "
+              "names), ctxlab.records.files (load_runs), ctxlab.records.shapes (runs_from_document) or ctxlab.output "
+              "(write_output)", DeprecationWarning, stacklevel=2)

@@ -124,7 +124,7 @@ FILES = {
     "tests/claim_cases/<lab>.py": r'''
         """Cases for the childenv lab's claim, from observations written here (see tests/claim_cases/__init__.py)."""
 
-        from ctxlab.record import Observation
+        from ctxlab.records.model import Observation
         from tests.claim_cases import Case, edit
 
         RUN = [Observation("read", "MainThread", None, "environment", {"set": 7, "read": "7"}, scenario="read-env")]

@@ -8,7 +8,7 @@ import pytest
 import ctxlab
 from ctxlab.lab import OptionError
 from ctxlab.labs import UnknownLab
-from ctxlab.record import ResultFileError
+from ctxlab.records.model import ResultFileError
 from tests.conftest import RESULTS
 
 

@@ -4,7 +4,8 @@ import pytest
 from click.testing import CliRunner
 
 from ctxlab.cli import cli
-from ctxlab.record import dumps, parse_runs
+from ctxlab.records.model import dumps
+from ctxlab.records.shapes import runs_from_document
 from ctxlab.report.merge import render_html, render_markdown
 from ctxlab.report.summary import summary_markdown
 from ctxlab.suite import changes, normalize, run_check
@@ -48,7 +49,7 @@ def test_undefined_behaviour_scenarios_repeat_and_one_crash_is_an_outcome_not_an
 
 
 def load(name):
-    return parse_runs(recorded(name), name)
+    return runs_from_document(recorded(name), name)
 
 
 def test_no_drift_against_itself_and_volatile_numbers_are_ignored():
@@ -115,7 +116,7 @@ def test_check_exit_codes_and_reports(fake_registry, tmp_path):
     ok = invoke("check", "--only", "ok", "--json", str(tmp_path / "r.json"), "--junit", str(tmp_path / "r.xml"),
                 "--markdown", str(tmp_path / "r.md"))
     assert ok.exit_code == 0, ok.output
-    assert parse_runs(__import__("json").loads((tmp_path / "r.json").read_text()))[0].lab == "ok"
+    assert runs_from_document(__import__("json").loads((tmp_path / "r.json").read_text()))[0].lab == "ok"
     assert "<testsuites" in (tmp_path / "r.xml").read_text()
     assert "None: no documented claim failed" in (tmp_path / "r.md").read_text()
     bad = invoke("check", "--only", "ok,fails", "--timeout", "5")

@@ -15,7 +15,7 @@ import pytest
 
 import ctxlab
 from ctxlab.labs import LABS
-from ctxlab.record import LabResult, Observation
+from ctxlab.records.model import LabResult, Observation
 from tests.claim_cases import Case, drop
 from tests.conftest import RESULTS
 

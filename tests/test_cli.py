@@ -4,7 +4,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctxlab.cli import cli
-from ctxlab.record import dumps
+from ctxlab.records.model import dumps
 from tests.test_record import sample
 
 

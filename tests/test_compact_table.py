@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxlab.record import parse_runs
+from ctxlab.records.shapes import runs_from_document
 from ctxlab.report import render
 from tests.conftest import recorded
 from tests.hostile import claim, run
@@ -22,7 +22,7 @@ def sections(text: str) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("width, per_claim", [(80, 2), (200, 1)])
 def test_every_lab_of_check_fits_about_a_screen(width, per_claim):
-    runs = parse_runs(recorded("check.json"), "check.json")
+    runs = runs_from_document(recorded("check.json"), "check.json")
     labs = sections(render(runs, "table", width=width))
     assert set(labs) == {r.lab for r in runs}
     for result in runs:
@@ -38,7 +38,7 @@ def test_every_lab_of_check_fits_about_a_screen(width, per_claim):
 def test_skipped_claims_are_one_entry_with_every_id_and_full_lists_each():
     claims = [claim("holds", id="demo.a"), *(claim("skipped", id=f"demo.s{i}", evidence=f"needs {i} GPUs")
                                              for i in range(4))]
-    runs = parse_runs(run(claims=claims), "r")
+    runs = runs_from_document(run(claims=claims), "r")
     for width in (80, 200):
         text = render(runs, "table", width=width)
         entry = [line for line in text.splitlines() if line.startswith("skipped")]
@@ -50,20 +50,22 @@ def test_skipped_claims_are_one_entry_with_every_id_and_full_lists_each():
 
 
 def test_one_skipped_claim_is_a_row_like_the_others():
-    runs = parse_runs(run(claims=[claim("holds", id="demo.a"), claim("skipped", id="demo.s", evidence="why")]), "r")
+    runs = runs_from_document(run(claims=[claim("holds", id="demo.a"), claim("skipped", id="demo.s", evidence="why")]),
+                              "r")
     text = render(runs, "table", width=80)
     assert "1 claims:" not in text and any(line.startswith("skipped   demo.s: ") for line in text.splitlines())
 
 
 def test_a_lab_of_skipped_claims_has_no_empty_header():
-    runs = parse_runs(run(claims=[claim("skipped", id=f"demo.s{i}", evidence="one reason") for i in range(3)]), "r")
+    runs = runs_from_document(run(claims=[claim("skipped", id=f"demo.s{i}", evidence="one reason")
+                                          for i in range(3)]), "r")
     text = render(runs, "table", width=200)
     assert "evidence" not in text and "why: one reason" in text
 
 
 def test_evidence_is_one_line_unless_it_fails_or_full():
     long = " ".join(f"word{i}" for i in range(60))
-    runs = parse_runs(run(claims=[claim("observed", id="demo.o", evidence=long),
+    runs = runs_from_document(run(claims=[claim("observed", id="demo.o", evidence=long),
                                   claim("error", id="demo.e", evidence=long)]), "r")
     narrow = render(runs, "table", width=80).splitlines()
     at = next(i for i, line in enumerate(narrow) if line.startswith("observed"))
@@ -78,17 +80,18 @@ def test_steps_tables_are_bounded_and_say_where_the_rest_is():
     step = {"step": "s", "thread": "t", "context_id": 1, "context": 42, "what": "seen", "value": {"n": 1}}
     many = [{**step, "round": i} for i in range(ROWS + 5)]
     noisy = {**step, "events": [f"cuCall{i}" for i in range(EVENTS + 7)]}
-    runs = parse_runs(run(observations=[noisy, *many], views={}), "r")
+    runs = runs_from_document(run(observations=[noisy, *many], views={}), "r")
     text = render(runs, "table", width=200, steps=True)
     assert "... and 6 more steps (--format markdown or json has every one)" in text
     assert "... and 7 more events" in text and f"cuCall{EVENTS - 1}" in text and f"cuCall{EVENTS}" not in text
-    table = parse_runs(run(observations=many, views={"seen": ["n"]}), "r")
+    table = runs_from_document(run(observations=many, views={"seen": ["n"]}), "r")
     assert "... and 5 more seen steps" in render(table, "table", width=200, steps=True)
-    assert "more steps" not in render(parse_runs(run(observations=many[:ROWS]), "r"), "table", width=200, steps=True)
+    few = runs_from_document(run(observations=many[:ROWS]), "r")
+    assert "more steps" not in render(few, "table", width=200, steps=True)
 
 
 def test_recorded_step_tables_are_whole():
-    runs = parse_runs(recorded("check.json"), "check.json")
+    runs = runs_from_document(recorded("check.json"), "check.json")
     assert "more steps" not in render(runs, "table", width=200, steps=True)
 
 
@@ -96,7 +99,7 @@ def test_the_timeline_page_draws_the_first_steps_of_a_long_scenario():
     from ctxlab.report.timeline import STEPS, render_html
 
     step = {"step": "s", "thread": "t", "context_id": 1, "context": 42, "what": "seen", "value": {}, "scenario": "x"}
-    page = render_html(parse_runs(run(observations=[{**step, "round": i} for i in range(STEPS + 3)]), "r"))
+    page = render_html(runs_from_document(run(observations=[{**step, "round": i} for i in range(STEPS + 3)]), "r"))
     assert page.count('<g class="cell"') == STEPS and f"the first {STEPS:,} drawn, 3 more" in page
-    short = render_html(parse_runs(run(observations=[step] * 5), "r"))
+    short = render_html(runs_from_document(run(observations=[step] * 5), "r"))
     assert short.count('<g class="cell"') == 5 and "drawn" not in short

@@ -15,8 +15,8 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxlab.record import parse_runs
 from ctxlab.records.evidence import normalize
+from ctxlab.records.shapes import runs_from_document
 from ctxlab.suite import changes
 from tests.conftest import RESULTS, recorded
 
@@ -28,7 +28,7 @@ RECORDING = "drift/check-issue25.json"  # the check whose drift lines check-prof
 
 
 def check_runs():
-    return parse_runs(recorded(RECORDING), RECORDING)
+    return runs_from_document(recorded(RECORDING), RECORDING)
 
 
 def earlier_evidence() -> dict[str, tuple[str, str]]:
@@ -70,7 +70,7 @@ def test_two_h200_runs_of_the_same_code_show_no_drift():
 def test_a_third_h200_recording_reads_the_same_for_the_run_specific_claims():
     """labs/results/interop.json (ctxlab interop on the same H200): Numba's handle and the racy reads differ
     from check.json's, and so do torch-to-numba's four wrong values (all wrong in both)."""
-    (interop,) = parse_runs(recorded("interop.json"), "interop.json")
+    (interop,) = runs_from_document(recorded("interop.json"), "interop.json")
     there = {c.id: c.evidence for c in interop.claims}
     here = {c.id: c.evidence for r in check_runs() for c in r.claims}
     for cid in ("interop.exchange.unordered", "interop.under-created.numba", "interop.under-green.numba",

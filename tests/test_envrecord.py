@@ -13,8 +13,9 @@ import ctxlab
 from ctxlab.cuda.environment import BadDevice
 from ctxlab.cuda.environment_error import environment_error_run, reason_of
 from ctxlab.cuda.errors import NoGpu
-from ctxlab.record import ResultFileError, dumps, parse_runs
 from ctxlab.records.environment_error import REASONS, is_environment_error
+from ctxlab.records.model import ResultFileError, dumps
+from ctxlab.records.shapes import runs_from_document
 from ctxlab.report.merge import matrix, render_html, render_markdown
 from ctxlab.schema import schema
 from tests.conftest import RESULTS
@@ -52,7 +53,7 @@ def test_the_record_round_trips_fits_the_schema_and_fails_the_run():
     run = unable()
     doc = json.loads(dumps([run], as_list=True))
     jsonschema.validate(doc, schema())
-    (back,) = parse_runs(doc, "x.json")
+    (back,) = runs_from_document(doc, "x.json")
     assert back == run and is_environment_error(back) and back.failed
     assert back.lab == "check" and back.claims == () and back.errors[0]["kind"] == "environment"
     assert back.environment_error["reason"] == "no-driver" and back.environment["hostname"] == "node-7"
@@ -62,7 +63,7 @@ def test_a_malformed_environment_error_is_refused():
     doc = json.loads(dumps([unable()], as_list=True))
     doc["runs"][0]["environment_error"]["reason"] = 7
     with pytest.raises(ResultFileError, match="environment_error.reason"):
-        parse_runs(doc, "x.json")
+        runs_from_document(doc, "x.json")
 
 
 def test_merge_lists_runners_that_could_not_run_apart_and_fails():

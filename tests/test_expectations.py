@@ -1,7 +1,7 @@
 """The GPU tests' expectations cover the catalogue exactly, with verdicts a claim of that kind can get."""
 
 import ctxlab.api
-from ctxlab.record import VERDICTS
+from ctxlab.records.schema import VERDICTS
 from tests.gpu.expected import expectations
 
 POSSIBLE = {"promise": {"holds", "fails", "skipped"}, "old-text": {"holds", "changed", "skipped"},

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ctxlab
-from ctxlab.record import ResultFileError
+from ctxlab.records.model import ResultFileError
 from ctxlab.report import fleet_load
 from ctxlab.report.fleet_load import lean, load_for_merge
 from ctxlab.report.fleet_view import differences

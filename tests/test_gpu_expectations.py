@@ -17,7 +17,7 @@ import pytest
 import ctxlab
 from ctxlab.claim import judge
 from ctxlab.labs import get_lab
-from ctxlab.record import parse_runs
+from ctxlab.records.shapes import runs_from_document
 from tests.conftest import recorded
 from tests.gpu import expected
 from tests.gpu.expected import (
@@ -42,7 +42,7 @@ def rejudged(run):
 
 
 def check_runs():
-    return [rejudged(r) for r in parse_runs(recorded("check.json"), "check.json")]
+    return [rejudged(r) for r in runs_from_document(recorded("check.json"), "check.json")]
 
 
 def elsewhere(run):
@@ -104,7 +104,7 @@ def test_the_recorded_h200_run_passes_with_exact_verdicts_and_elsewhere_with_the
 def test_the_recorded_lab_runs_pass_too():
     for name, traced in (("migrate-green.json", False), ("lifecycle-traced.json", True), ("peer-one-gpu.json", False),
                          ("interop.json", False), ("migrate-all.json", False)):
-        (run,) = [rejudged(r) for r in parse_runs(recorded(name), name)]
+        (run,) = [rejudged(r) for r in runs_from_document(recorded(name), name)]
         assert_expected(run, traced=traced, gpus=1)
 
 
@@ -116,7 +116,7 @@ def test_a_missing_claim_is_caught():
     assert "interop.exchange.unnamed-stream: missing from the run" in failure(gone)
     # the recorded run as the judges of its day left it lacks that claim (added since): caught too
     old_file = "drift/check-issue25.json"
-    (old,) = [r for r in parse_runs(recorded(old_file), old_file) if r.lab == "interop"]
+    (old,) = [r for r in runs_from_document(recorded(old_file), old_file) if r.lab == "interop"]
     assert "interop.exchange.unnamed-stream: missing" in failure(elsewhere(old))
 
 
@@ -162,7 +162,7 @@ def test_a_selected_scenario_that_recorded_nothing_is_caught():
 
 
 def test_a_scenario_skipped_without_a_reason_is_caught_and_with_one_passes():
-    from ctxlab.record import Observation
+    from ctxlab.records.model import Observation
 
     run = elsewhere(by_lab("refcount"))
     green = {"green-reference", "green-primary-reset", "green-destroy-elsewhere"}
@@ -196,7 +196,7 @@ def test_a_new_machines_file_is_written_from_its_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(expected, "EXPECTATIONS", tmp_path)
     path = tmp_path / f"{slug(ELSEWHERE)}.json"
     out = tmp_path / "check.json"
-    from ctxlab.record import dumps
+    from ctxlab.records.model import dumps
 
     out.write_text(dumps(runs, as_list=True))
     assert expected.main([str(out)]) == 0
@@ -252,7 +252,7 @@ def test_what_may_change_under_each_variable():
 
 
 def test_the_matrix_summary_of_recorded_folders(tmp_path):
-    from ctxlab.record import dumps
+    from ctxlab.records.model import dumps
     from tests.gpu import matrix
 
     base = check_runs()

@@ -47,10 +47,10 @@ def test_merge_markdown_and_html_escape_hostname_and_evidence(hostile, tmp_path)
 
 
 def test_check_summary_markdown_escapes_evidence(tmp_path):
-    from ctxlab.record import parse_runs
+    from ctxlab.records.shapes import runs_from_document
     from ctxlab.report.summary import summary_markdown
 
-    runs = parse_runs(hostile_run(), "hostile.json")
+    runs = runs_from_document(hostile_run(), "hostile.json")
     text = summary_markdown(runs, [{"item": "__x__", "device": 0, "change": "verdict", "now": "fails",
                                     "was": HTML_EVIDENCE}])
     no_raw_html(text)

@@ -103,7 +103,7 @@ def test_a_teardown_child_that_crashes_keeps_the_outcomes_before_it(monkeypatch)
 def test_vmm_claims_of_a_missing_library_are_skipped():
     import ctxlab
     from ctxlab.claim import judge
-    from ctxlab.record import Observation
+    from ctxlab.records.model import Observation
     from tests.conftest import RESULTS
 
     (recorded,) = ctxlab.load(RESULTS / "interop.json")

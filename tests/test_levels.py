@@ -15,7 +15,7 @@ from ctxlab.harness.runner import plan
 from ctxlab.lab import LabOptions
 from ctxlab.labs import get_lab
 from ctxlab.levels import FULL, LEVELS, default_level, unjudged_reason
-from ctxlab.record import parse_runs
+from ctxlab.records.shapes import runs_from_document
 from ctxlab.suite import changes, deciding_options, level_differences, run_check
 from tests.conftest import recorded
 from tests.fake_labs import REGISTRY
@@ -184,7 +184,7 @@ NO_LIBRARY_MEETS_THE_PRECONDITION = {"interop.exchange.torch-to-numba": "handove
 def test_the_recorded_full_check_judges_every_claim_it_can_on_the_h200():
     """A catalogued claim is skipped on the H200's full check only for missing hardware (a second GPU) or a
     missing library: never because check left a scenario out (migrate's green contexts were, before)."""
-    runs = parse_runs(recorded("check.json"), "check.json")
+    runs = runs_from_document(recorded("check.json"), "check.json")
     assert runs[0].environment["gpu"] == "NVIDIA H200"
     skipped = [(c.id, c.evidence) for r in runs for c in r.claims if c.verdict == "skipped"]
     wrong = [(cid, why) for cid, why in skipped if not any(word in why for word in MISSING_HARDWARE_OR_LIBRARY)

@@ -122,12 +122,13 @@ def test_the_loader_accepts_only_what_the_schema_accepts(path, value):
     """The JSON Schema (docs/schema.md) is the one definition of a result: whatever loads fits it."""
     import jsonschema
 
-    from ctxlab.record import ResultFileError, parse_runs
+    from ctxlab.records.model import ResultFileError
+    from ctxlab.records.shapes import runs_from_document
     from ctxlab.schema import schema
 
     doc = mutate(BASE, path, value)
     try:
-        parse_runs(doc, "mutated.json")
+        runs_from_document(doc, "mutated.json")
     except ResultFileError:
         return
     jsonschema.validate(doc, schema())

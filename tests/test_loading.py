@@ -138,12 +138,14 @@ def test_every_recorded_result_still_loads():
 
 
 def test_record_load_runs_and_parse_runs_keep_their_signatures(tmp_path):
-    from ctxlab.record import ResultFileError, load_runs, parse_runs
+    from ctxlab.records.files import load_runs
+    from ctxlab.records.model import ResultFileError
+    from ctxlab.records.shapes import runs_from_document
 
     runs = load_runs(VALID)
-    assert runs and runs == parse_runs(json.loads(VALID.read_text()), str(VALID))
+    assert runs and runs == runs_from_document(json.loads(VALID.read_text()), str(VALID))
     with pytest.raises(ResultFileError, match="runs: expected a list"):
-        parse_runs({"schema": "ctxlab/1", "runs": {}}, "x.json")
+        runs_from_document({"schema": "ctxlab/1", "runs": {}}, "x.json")
 
 
 def test_a_failed_load_writes_nothing(tmp_path):

@@ -9,7 +9,7 @@ import dataclasses
 
 from ctxlab.claim import judge
 from ctxlab.labs import get_lab
-from ctxlab.record import parse_runs
+from ctxlab.records.shapes import runs_from_document
 from tests.conftest import recorded
 from tests.gpu.expected import selected_scenarios
 
@@ -17,7 +17,7 @@ MISSING = "CUPTI is not available: cupti-python is not installed (No module name
 
 
 def modules_run():
-    return next(r for r in parse_runs(recorded("check.json"), "check.json") if r.lab == "modules")
+    return next(r for r in runs_from_document(recorded("check.json"), "check.json") if r.lab == "modules")
 
 
 def without_cupti(run):

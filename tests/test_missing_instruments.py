@@ -9,8 +9,8 @@ import pytest
 
 from ctxlab.claim import judge
 from ctxlab.labs import get_lab
-from ctxlab.record import parse_runs
 from ctxlab.records.model import Observation
+from ctxlab.records.shapes import runs_from_document
 from tests.conftest import recorded
 
 NO_CUPTI = ("CUPTI is not available: cupti-python is not installed (No module named 'cupti'); install ctxlab "
@@ -19,7 +19,7 @@ NO_CC = "no C compiler found (set CC, or install gcc): ctxlab's CUPTI callback i
 
 
 def _runs(name="check.json"):
-    return {r.lab: r for r in parse_runs(recorded(name), name)}
+    return {r.lab: r for r in runs_from_document(recorded(name), name)}
 
 
 def _rejudge(run, observations):

@@ -10,7 +10,8 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 import ctxlab
 from ctxlab.cuda.environment_error import environment_error_run
-from ctxlab.record import VERDICTS, ClaimResult
+from ctxlab.records.model import ClaimResult
+from ctxlab.records.schema import VERDICTS
 from ctxlab.report.openmetrics import LABEL_LIMIT, render_openmetrics
 from tests.conftest import RESULTS
 from tests.hostile import invoke

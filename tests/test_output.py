@@ -123,14 +123,14 @@ def test_merge_writes_all_outputs_or_none(tmp_path):
     assert md.read_text() == "kept" and leftovers(tmp_path) == []
 
 
-def test_record_atomic_write_and_check_writable_keep_working(tmp_path):
-    from ctxlab.record import atomic_write, check_writable
+def test_write_output_replaces_and_check_writable_refuses_an_empty_name(tmp_path):
+    from ctxlab.output import check_writable, write_output
 
     target = tmp_path / "r.json"
-    atomic_write(target, "first")
-    atomic_write(target, "second")
+    write_output(str(target), "first")
+    write_output(str(target), "second")
     assert target.read_text() == "second"
-    check_writable(tmp_path / "new.json")
+    check_writable(str(tmp_path / "new.json"))
     check_writable("-")
     with pytest.raises(OSError, match="empty"):
         check_writable("")

@@ -2,16 +2,9 @@ import json
 
 import pytest
 
-from ctxlab.record import (
-    ClaimResult,
-    LabResult,
-    Observation,
-    ResultFileError,
-    atomic_write,
-    check_writable,
-    dumps,
-    load_runs,
-)
+from ctxlab.output import check_writable, write_output
+from ctxlab.records.files import load_runs
+from ctxlab.records.model import ClaimResult, LabResult, Observation, ResultFileError, dumps
 
 
 def sample(lab="demo", verdict="holds") -> LabResult:
@@ -70,15 +63,15 @@ def test_missing_file(tmp_path):
 
 def test_atomic_write_leaves_no_temporary_files(tmp_path):
     target = tmp_path / "r.json"
-    atomic_write(target, "first")
-    atomic_write(target, "second")
+    write_output(str(target), "first")
+    write_output(str(target), "second")
     assert target.read_text() == "second"
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
 
 def test_check_writable(tmp_path):
-    check_writable(tmp_path / "ok.json")
+    check_writable(str(tmp_path / "ok.json"))
     with pytest.raises(OSError, match="does not exist"):
-        check_writable(tmp_path / "missing" / "x.json")
+        check_writable(str(tmp_path / "missing" / "x.json"))
     with pytest.raises(OSError, match="is a directory"):
-        check_writable(tmp_path)
+        check_writable(str(tmp_path))

@@ -7,7 +7,7 @@ breaks the recorded observations and expects the verdict to follow.
 import pytest
 
 import ctxlab
-from ctxlab.record import Observation
+from ctxlab.records.model import Observation
 from tests.conftest import RESULTS
 
 FILES = ["migrate.json", "migrate-stress.json", "migrate-stress-h200x1.json", "migrate-traced.json", "refcount.json",

@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from ctxlab.record import parse_runs
+from ctxlab.records.shapes import runs_from_document
 from ctxlab.report import render
 from tests.conftest import recorded
 
 
 def runs(name: str):
-    return parse_runs(recorded(name), name)
+    return runs_from_document(recorded(name), name)
 
 
 def test_rates_are_not_printed_with_13_decimals():
@@ -33,7 +33,7 @@ def test_junit_errors_carry_the_time_their_scenario_ran():
     from tests.hostile import run
 
     doc = run(errors=[{"scenario": "slow", "kind": "timeout", "message": "m"}], timings={"slow": 12.5})
-    text = render(parse_runs(doc, "r.json"), "junit")
+    text = render(runs_from_document(doc, "r.json"), "junit")
     case = next(c for c in ET.fromstring(text.split("\n", 1)[1]).iter("testcase") if c.get("name") == "demo.slow")
     assert float(case.get("time")) == 12.5
 

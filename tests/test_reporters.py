@@ -2,7 +2,7 @@ import xml.etree.ElementTree as ET
 
 from junitparser import JUnitXml
 
-from ctxlab.record import ClaimResult, LabResult
+from ctxlab.records.model import ClaimResult, LabResult
 from ctxlab.report import render
 from tests.test_record import sample
 
@@ -51,12 +51,12 @@ def test_a_labs_step_table_shows_its_fields_as_columns():
     import dataclasses
 
     from ctxlab.labs import get_lab
-    from ctxlab.record import parse_runs
+    from ctxlab.records.shapes import runs_from_document
     from tests.conftest import recorded
 
     # The step table comes from the record's own views (a report never imports the labs).
     views = dict(get_lab("refcount").views)
-    runs = [dataclasses.replace(r, views=views) for r in parse_runs(recorded("refcount.json"))]
+    runs = [dataclasses.replace(r, views=views) for r in runs_from_document(recorded("refcount.json"))]
     table = render(runs, "table", width=200, steps=True)
     assert "refcount: state" in table and "lab retains" in table and "pointer status" in table
     assert "refcount: timeline" in table  # what the step table does not cover still shows

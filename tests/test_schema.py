@@ -11,18 +11,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from ctxlab.record import (
-    KINDS,
-    SCHEMA,
-    SILENT_WRONG,
-    VERDICTS,
-    ClaimResult,
-    LabResult,
-    Observation,
-    ResultFileError,
-    dumps,
-    parse_runs,
-)
+from ctxlab.records.model import ClaimResult, LabResult, Observation, ResultFileError, dumps
+from ctxlab.records.schema import KINDS, SCHEMA, SILENT_WRONG, VERDICTS
+from ctxlab.records.shapes import runs_from_document
 from ctxlab.schema import schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,7 +119,7 @@ def ctxlab_files() -> list[Path]:
 def test_every_recorded_ctxlab_result_validates_and_loads(path):
     document = load(path)
     assert errors(document) == []
-    assert parse_runs(document, str(path))
+    assert runs_from_document(document, str(path))
 
 
 def test_every_other_result_file_is_a_named_kind():
@@ -252,7 +243,7 @@ def test_a_broken_run_inside_runs_does_not_validate():
 @pytest.mark.parametrize("name", ["unknown verdict", "unknown claim kind", "missing claims", "another schema"])
 def test_what_the_schema_rejects_the_reader_rejects_too(name):
     with pytest.raises(ResultFileError):
-        parse_runs(broken(BROKEN[name]))
+        runs_from_document(broken(BROKEN[name]))
 
 
 def test_old_files_without_kind_or_views_validate():

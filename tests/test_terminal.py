@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from ctxlab.record import VERDICTS, parse_runs
+from ctxlab.records.schema import VERDICTS
+from ctxlab.records.shapes import runs_from_document
 from ctxlab.report import render
 from ctxlab.report.screen import Screen, clip, screen_for, text_width, wrap
 from tests.conftest import RESULTS, recorded
@@ -66,7 +67,7 @@ def test_a_cut_is_marked_and_fits():
 @pytest.mark.parametrize("width", [40, 80, 100, 120, 160, 200, 300])
 @pytest.mark.parametrize("steps", [False, True])
 def test_every_line_of_show_fits_its_width(width, steps):
-    runs = parse_runs(recorded("check.json"), "check.json")
+    runs = runs_from_document(recorded("check.json"), "check.json")
     text = render(runs, "table", width=width, steps=steps)
     assert max(widths(text)) <= width
 
@@ -81,7 +82,7 @@ def test_every_line_of_claims_and_doctor_fits(monkeypatch):
 
 
 def test_below_120_columns_a_claim_is_stacked_and_from_120_a_row():
-    runs = parse_runs(recorded("migrate.json"), "migrate.json")
+    runs = runs_from_document(recorded("migrate.json"), "migrate.json")
     narrow = render(runs, "table", width=80).splitlines()
     first = next(i for i, line in enumerate(narrow) if line.startswith("holds "))
     assert narrow[first].startswith("holds     migrate.state-follows-context: Runtime state")
@@ -100,7 +101,7 @@ def test_show_gives_the_claims_first_and_steps_only_when_asked():
 
 
 def test_show_check_fits_about_a_screen_per_lab():
-    runs = parse_runs(recorded("check.json"), "check.json")
+    runs = runs_from_document(recorded("check.json"), "check.json")
     text = render(runs, "table", width=80)
     claims = sum(len(r.claims) for r in runs)
     assert len(text.splitlines()) <= 3 * claims + 40 * len(runs)  # was 2,776 lines
@@ -123,7 +124,8 @@ def test_the_summary_counts_every_verdict_in_one_order_and_lists_fails_and_error
 
 def test_a_fails_claim_keeps_its_whole_evidence():
     long = " ".join(f"word{i}" for i in range(200))
-    runs = parse_runs(run(claims=[claim("fails", evidence=long), claim("holds", id="demo.b", evidence=long)]), "r")
+    runs = runs_from_document(run(claims=[claim("fails", evidence=long), claim("holds", id="demo.b", evidence=long)]),
+                              "r")
     text = render(runs, "table", width=80)
     assert "word199" in text.split("demo.b")[0]  # the failing claim: all of it
     assert "word199" not in text.split("demo.b")[1].split("summary:")[0]  # the holding one: cut to fit
@@ -131,7 +133,7 @@ def test_a_fails_claim_keeps_its_whole_evidence():
 
 
 def test_colour_marks_verdicts_on_a_terminal_and_nowhere_else():
-    runs = parse_runs(run(claims=[claim("fails"), claim("holds", id="demo.b")]), "r")
+    runs = runs_from_document(run(claims=[claim("fails"), claim("holds", id="demo.b")]), "r")
     coloured = render(runs, "table", screen=Screen(80, True))
     assert "\x1b[1;97;41mfails\x1b[0m" in coloured and "\x1b[32mholds\x1b[0m" in coloured
     assert "\x1b" not in render(runs, "table", width=80)

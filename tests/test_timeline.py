@@ -6,7 +6,8 @@ from html.parser import HTMLParser
 from click.testing import CliRunner
 
 from ctxlab.cli import cli
-from ctxlab.record import Observation, load_runs
+from ctxlab.records.files import load_runs
+from ctxlab.records.model import Observation
 from ctxlab.report.timeline import render_html, scenario_svg
 from tests.conftest import RESULTS
 

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from ctxlab.record import load_runs
+from ctxlab.records.files import load_runs
 from ctxlab.report.timeline import render_html
 from tests.conftest import RESULTS
 

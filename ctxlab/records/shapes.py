@@ -185,7 +185,7 @@ def valid_fast(data: Any) -> bool:
         return False
 
 
-def runs_from_document(data: Any, origin: str) -> list[LabResult]:
+def runs_from_document(data: Any, origin: str = "<data>") -> list[LabResult]:
     """Records from a decoded document, after its shape is checked: first by the rules above (which name
     the problem plainly), then by the JSON Schema, so the loader accepts nothing the schema does not."""
     runs_data = check_document(data, origin)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxlab.record import Observation
+from ctxlab.records.model import Observation
 
 Edit = Callable[[list[Observation]], list[Observation]]
 

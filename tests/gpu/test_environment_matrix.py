@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from ctxlab.record import load_runs
+from ctxlab.records.files import load_runs
 from tests.gpu import matrix
 from tests.gpu.expected import assert_expected, visible_gpus
 

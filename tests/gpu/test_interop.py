@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctxlab.cli import cli
-from ctxlab.record import load_runs
+from ctxlab.records.files import load_runs
 from tests.gpu.expected import assert_expected, expectations_for, selected_scenarios
 
 pytestmark = pytest.mark.gpu

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctxlab.cli import cli
-from ctxlab.record import load_runs
+from ctxlab.records.files import load_runs
 from tests.gpu.expected import assert_expected, skipped_here
 
 pytestmark = pytest.mark.gpu

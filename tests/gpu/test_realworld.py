@@ -98,14 +98,14 @@ def score_table():
         folder = os.path.join(KEEP, "audit", "realworld")
         os.makedirs(folder, exist_ok=True)
         from ctxlab.cuda.environment import capture
-        from ctxlab.record import atomic_write
+        from ctxlab.output import write_output
 
         table = {"environment": capture(0), "programs": SCORES,
                  "hazards": sum(s["kind"] == "hazard" for s in SCORES),
                  "hazards_found": sum(s["kind"] == "hazard" and not s["missed"] for s in SCORES),
                  "clean": sum(s["kind"] == "clean" for s in SCORES),
                  "clean_quiet": sum(s["kind"] == "clean" and not s["extra"] for s in SCORES)}
-        atomic_write(os.path.join(folder, "realworld.json"), json.dumps(table, indent=1) + "\n")
+        write_output(os.path.join(folder, "realworld.json"), json.dumps(table, indent=1) + "\n")
 
 
 @pytest.mark.parametrize("entry", programs(), ids=lambda e: os.path.basename(e["program"]))
