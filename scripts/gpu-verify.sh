@@ -5,7 +5,10 @@
 #                                         audit (scripts/gpu-audit-corpus.sh, PLAIN=1), scored with the GPU
 #                                         test's own function (benchmarks/realworld_score.py)
 #   scripts/gpu-verify.sh suite OUTDIR    the GPU tests (-m gpu) but the corpus (the part above scores it the
-#                                         same way) and the stress matrix (the part below)
+#                                         same way), the stress matrix (the part below) and the environment
+#                                         matrix (the part "matrix")
+#   scripts/gpu-verify.sh relay OUTDIR    the relay against the native one (benchmarks/relay_vs_native.py)
+#   scripts/gpu-verify.sh matrix OUTDIR   check under each driver variable (scripts/gpu-matrix.sh), its summary
 #   scripts/gpu-verify.sh stress OUTDIR   the stress matrix (tests/gpu/test_trace_stress.py) and
 #                                         compute-sanitizer on the whole corpus (benchmarks/realworld_sanitizer.py)
 #   scripts/gpu-verify.sh levels OUTDIR   check at levels 3, 1 and 2, alternating, three runs each, compared
@@ -13,8 +16,8 @@
 #   TESTS="..." scripts/gpu-verify.sh again OUTDIR   the GPU tests named (after a fix), then the levels with
 #                                         one full check
 set -uo pipefail
-part=${1:?usage: scripts/gpu-verify.sh corpus|suite|stress|levels|again OUTDIR}
-out=${2:?usage: scripts/gpu-verify.sh corpus|suite|stress|levels|again OUTDIR}
+part=${1:?usage: scripts/gpu-verify.sh corpus|suite|relay|matrix|stress|levels|again OUTDIR}
+out=${2:?usage: scripts/gpu-verify.sh corpus|suite|relay|matrix|stress|levels|again OUTDIR}
 cd "$(dirname "$0")/.."
 . scripts/gpu-env.sh
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
@@ -41,8 +44,18 @@ case "$part" in
     mkdir -p "$work/results"
     CTXLAB_RESULTS="$work/results" timeout -s INT 570 python3 -m pytest -m gpu -ra -p no:cacheprovider \
       --junitxml="$work/pytest.xml" --durations=15 tests \
-      --ignore tests/gpu/test_realworld.py --ignore tests/gpu/test_trace_stress.py 2>&1 \
+      --ignore tests/gpu/test_realworld.py --ignore tests/gpu/test_trace_stress.py \
+      --ignore tests/gpu/test_environment_matrix.py 2>&1 \
       | tee "$work/pytest.log" | tail -60
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    ;;
+  relay)
+    timeout -s INT 300 python3 benchmarks/relay_vs_native.py --json "$work/relay_vs_native.json" 2>&1 \
+      | tee "$work/relay_vs_native.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    ;;
+  matrix)
+    timeout -s INT 540 bash scripts/gpu-matrix.sh "$work/matrix" 2>&1 | tee "$work/matrix.log" | tail -40
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     ;;
   stress)
@@ -65,7 +78,7 @@ case "$part" in
       >> "$work/nocupti.log" 2>&1
     echo "exit $?" >> "$work/nocupti.log"; tail -12 "$work/nocupti.log"
     ;;
-  *) echo "gpu-verify.sh: unknown part '$part' (corpus, suite, stress or levels)" >&2; exit 2 ;;
+  *) echo "gpu-verify.sh: unknown part '$part' (corpus, suite, relay, matrix, stress, levels or again)" >&2; exit 2 ;;
 esac
 python3 scripts/repo_relative.py --out "$work" "$work"/*.log >/dev/null 2>&1 || true
 tar czf "$out/$part.tar.gz" -C "$out" "$part" && rm -rf "$work"
