@@ -29,7 +29,7 @@ KINDS = [
     (r"^cuda-bindings is not installed", "cuda-bindings"),
     (r"^needs shellcheck", "shellcheck"),
     (r"^needs prometheus and prometheus-node-exporter", "Prometheus and node_exporter"),
-    (r"Linux's /proc|^needs /proc/|^no os\.fork here|/dev/shm|^cannot make a device node|does not exist here$"
+    (r"\bLinux\b|^needs /proc/|^no os\.fork here|/dev/shm|^cannot make a device node|does not exist here$"
      r"|no CPU affinity", "Linux"),
     (r"^CTXLAB_SKIP_ALONE=1", "CTXLAB_SKIP_ALONE"),
     (r"^\{\} is not installed here$", "the library"),
