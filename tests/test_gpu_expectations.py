@@ -249,6 +249,13 @@ def test_what_may_change_under_each_variable():
     assert not peer & set(matrix.may_change(visible, base, gpus=1))
     for variant in matrix.VARIANTS:
         assert not loading & set(matrix.may_change(variant, base, gpus=2)), variant
+    # the teardown claims' kind of outcome under eager loading (an H200 finding), and under that variable only
+    blast = {c.id for c in ctxlab.claims("interop") if c.id.startswith("interop.blast.")}
+    eager, lazy = (next(v for v in matrix.VARIANTS if v.value == value) for value in ("EAGER", "LAZY"))
+    assert blast and blast <= set(matrix.may_change(eager, base, gpus=1))
+    assert not blast & set(matrix.may_change(lazy, base, gpus=1))
+    assert not {c for c in matrix.may_change(eager, base, gpus=1) if c.startswith("interop.blast.")} - {
+        c.id for c in ctxlab.claims("interop") if c.error_varies}
 
 
 def test_the_matrix_summary_of_recorded_folders(tmp_path):
