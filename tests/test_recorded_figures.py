@@ -48,8 +48,26 @@ def _level(level: str) -> dict:
     return _json("levels/levels.json")["levels"][level]
 
 
+def _relay_row(kind: str) -> str:
+    pairs = _json("speed/relay_vs_native.json")["contexts"][kind]
+    cells = [" / ".join(f"{p[key]:,.0f}" for p in pairs["pairs"])
+             for key in ("ctxlab_verified_per_s", "native_verified_per_s")]
+    ratios = " / ".join(f"{p['ratio']:.3f}" for p in pairs["pairs"])
+    return f"| {kind} | {cells[0]} | {cells[1]} | {ratios} | **{pairs['median_ratio']:.3f}** |"
+
+
+def _stress() -> dict:
+    return _json("wave4-close/migrate-stress.json")["metrics"]  # one run: its object
+
+
 # (document, the text it shows, built from the recording)
 FIGURES: list[tuple[str, Callable[[], str]]] = [
+    ("labs/migrate.md", lambda: _relay_row("primary")),
+    ("labs/migrate.md", lambda: _relay_row("created")),
+    ("labs/migrate.md", lambda: "The earlier run: medians {:.3f} (primary) and {:.3f} (created)".format(
+        *(_json("speed/relay_vs_native-run1.json")["contexts"][k]["median_ratio"] for k in ("primary", "created")))),
+    ("labs/migrate.md", lambda: "verified {:,} (primary) and {:,} (created) handoffs a second".format(
+        round(_stress()["primary: verified handoffs/s"]), round(_stress()["created: verified handoffs/s"]))),
     ("labs/audit.md", lambda: "| {:.3f} s | {:.3f} s | **{:.2f}x** |".format(
         _launch_loop()["bare_median"], _launch_loop()["audited_median"], _launch_loop()["ratio"])),
     ("labs/audit.md", lambda: "| {:.3f} s | {:.3f} s | **{:.2f}x** |".format(
