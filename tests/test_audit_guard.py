@@ -131,7 +131,7 @@ def test_is_user_file(name, user):
 
 GUARD_CONFTEST = '''
 import ctxlab.audit.guard
-import ctxlab.trace
+import ctxlab.tracing.tracer
 from ctxlab.audit.guard import Snapshot
 
 
@@ -155,7 +155,7 @@ class FakeTracer:
 
 
 def pytest_configure(config):
-    ctxlab.trace.Tracer = FakeTracer
+    ctxlab.tracing.tracer.Tracer = FakeTracer  # where the plugin takes it from
     ctxlab.audit.guard.snapshot = lambda initialised: Snapshot(0)
 '''
 
