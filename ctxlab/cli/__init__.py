@@ -3,7 +3,8 @@
 
 Exit status: 0 when no documented claim fails, 1 when one does (or a scenario
 crashed), 2 for a usage or environment problem (no GPU, bad device, bad file),
-3 from audit when it finds a hazard of severity error.
+3 from audit when it finds a hazard of severity error; 129, 130 and 143 when ended by SIGHUP, SIGINT or
+SIGTERM (quietly, after cleanup: ``ctxlab.interrupts``), 141 when the reader of standard output went away.
 """
 
 from __future__ import annotations
