@@ -1,6 +1,6 @@
 """Drift over undefined-behaviour repeats: which error a use after teardown meets is the run's (two H200 runs of
-the same code, labs/results/matrix/baseline.json and again.json, met CUDA_ERROR_ILLEGAL_ADDRESS in one and
-CUDA_ERROR_INVALID_VALUE in the other); whether it met an error, a silent wrong result, a correct value or a
+the same code, labs/results/drift/matrix-2026-12-01/baseline.json and again.json, met CUDA_ERROR_ILLEGAL_ADDRESS
+in one and CUDA_ERROR_INVALID_VALUE in the other); whether it met an error, a silent wrong result, a correct value or a
 crash is compared, and so is everything outside undefined-behaviour territory."""
 
 import dataclasses
@@ -12,7 +12,8 @@ from ctxlab.records.files import load_runs
 from ctxlab.suite import changes, claims_whose_error_varies
 from tests.conftest import RESULTS
 
-BASELINE, AGAIN = RESULTS / "matrix" / "baseline.json", RESULTS / "matrix" / "again.json"
+OLD_MATRIX = RESULTS / "drift" / "matrix-2026-12-01"  # the matrix recording that showed it
+BASELINE, AGAIN = OLD_MATRIX / "baseline.json", OLD_MATRIX / "again.json"
 
 
 def edited(runs, claim_id: str, evidence) -> list:
@@ -93,3 +94,8 @@ def test_a_python_exception_where_a_cuda_error_was_met_is_drift():
     assert [d["item"] for d in changes(base, changed)] == [claim]
     bug = "old array -> TypeError: unsupported operand type(s) (all 3)"
     assert normalize_undefined(bug) == bug
+
+
+def test_the_re_recorded_matrix_shows_no_drift_between_its_two_plain_runs():
+    base, again = (load_runs(RESULTS / "matrix" / name) for name in ("baseline.json", "again.json"))
+    assert changes(base, again) == [] and changes(again, base) == []

@@ -45,6 +45,8 @@ def is_ctxlab(document) -> bool:
 OTHER_KINDS = {
     "benchmark figures: handoff breakdown (benchmarks/)":
         lambda d: {"environment", "iterations", "microseconds", "relay_by_threads"} <= d.keys(),
+    "benchmark figures: the relay against the native one (benchmarks/relay_vs_native.py)":
+        lambda d: {"environment", "threads", "handoffs", "native", "contexts"} <= d.keys(),
     "benchmark figures: trace overhead (benchmarks/)":
         lambda d: {"environment", "launches", "untraced_us_per_launch", "traced_us_per_launch", "ratio"} <= d.keys(),
     "doctor report (ctxlab doctor --format json)":
