@@ -130,7 +130,7 @@ def test_check_fail_on_drift(fake_registry, tmp_path):
     assert invoke("check", "--only", "ok", "--json", str(base)).exit_code == 0
     assert invoke("check", "--only", "ok", "--baseline", str(base), "--fail-on-drift").exit_code == 0
     data = __import__("json").loads(base.read_text())
-    data["runs"][0]["claims"][0]["verdict"] = "changed"
+    data["claims"][0]["verdict"] = "changed"  # one lab run: written as its object, as show writes one run
     base.write_text(__import__("json").dumps(data))
     drifted = invoke("check", "--only", "ok", "--baseline", str(base), "--fail-on-drift")
     assert drifted.exit_code == 1 and "drift: ok.claim on GPU 0: verdict" in drifted.output

@@ -11,7 +11,7 @@ def test_check_takes_format_and_output_like_the_labs(fake_registry, tmp_path):
     out = tmp_path / "r.json"
     result = invoke("check", "--only", "ok", "--format", "json", "--output", out)
     assert result.exit_code == 0, result.output
-    assert json.loads(out.read_text())["runs"][0]["lab"] == "ok"
+    assert json.loads(out.read_text())["lab"] == "ok"  # one run, as its object (show writes it the same)
 
 
 def test_check_old_report_options_still_work_together(fake_registry, tmp_path):
@@ -24,16 +24,14 @@ def test_check_old_report_options_still_work_together(fake_registry, tmp_path):
 
 
 def test_check_writes_all_reports_or_none(fake_registry, tmp_path, monkeypatch):
-    import ctxlab.report
+    import dataclasses
 
-    real = ctxlab.report.render
+    from ctxlab.report import formats
 
-    def broken(runs, fmt, width=None):
-        if fmt == "junit":
-            raise OSError(28, "No space left on device")
-        return real(runs, fmt, width)
+    def broken(runs, view):
+        raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(ctxlab.report, "render", broken)
+    monkeypatch.setitem(formats.REGISTRY, "junit", dataclasses.replace(formats.REGISTRY["junit"], write=broken))
     result = invoke("check", "--only", "ok", "--json", tmp_path / "r.json", "--junit", tmp_path / "r.xml")
     assert result.exit_code == 2
     assert not (tmp_path / "r.json").exists() and not (tmp_path / "r.xml").exists()

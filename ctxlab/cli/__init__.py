@@ -16,7 +16,7 @@ import time
 
 import click
 
-from ctxlab.cli.fleet import check_reports, fleet_check
+from ctxlab.cli.fleet import REPORT_OPTIONS, check_reports, fleet_check
 from ctxlab.cli.help import CommandsGroup
 from ctxlab.cli.labs import lab_commands
 from ctxlab.cli.merge import report
@@ -230,8 +230,9 @@ def parse_devices(text: str) -> list[int]:
                    "primary context as the first left it), the rest re-run in fresh children if not; each: one "
                    "child per scenario.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, show_default="table",
-              help="Format of the report --output gets: table, json (every run), junit, markdown "
-                   "(the CI summary) or openmetrics (for node_exporter's textfile collector).")
+              help="Format of the report --output gets (as show writes it): table, json (every run), junit, "
+                   "markdown (the whole report), summary (the CI step summary, with the drift) or openmetrics "
+                   "(for node_exporter's textfile collector).")
 @output_option
 @table_options
 @click.option("--json", "json_path", type=OutputPath(), default=None,
@@ -293,8 +294,9 @@ def check(devices, only, timeout, jobs, repeats, level, isolation, fmt, output, 
     if click.get_current_context().get_parameter_source("repeats") is click.core.ParameterSource.DEFAULT:
         repeats = None  # each lab's own; below level 3 every scenario runs once
     ctxlab.api.refuse_repeats_below_full(level, repeats)  # before looking for a GPU: a usage error first
-    reports = [(kind, path) for kind, path in (("json", json_path), ("openmetrics", openmetrics_path),
-                                               ("junit", junit_path), ("markdown", markdown_path)) if path]
+    paths = {"json_path": json_path, "openmetrics_path": openmetrics_path, "junit_path": junit_path,
+             "markdown_path": markdown_path}
+    reports = [(kind, paths[key]) for kind, key in REPORT_OPTIONS if paths[key]]  # kind: a registered format
     if output or fmt or not reports:  # the table goes to standard output unless only report files were named
         reports.insert(0, (fmt or "table", output or "-"))
     check_outputs([path for _, path in reports])

@@ -25,8 +25,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 OPENMETRICS_HELP = ("Also write the run as OpenMetrics text here, for node_exporter's textfile collector "
                     "(written atomically; a node that cannot run writes ctxlab_up 0 and its reason).")
+# check's report options and the registered format each writes (--markdown: the CI step summary)
 REPORT_OPTIONS = (("json", "json_path"), ("openmetrics", "openmetrics_path"), ("junit", "junit_path"),
-                  ("markdown", "markdown_path"))
+                  ("summary", "markdown_path"))
 
 
 def openmetrics_option(fn: F) -> F:
@@ -59,24 +60,13 @@ def record_reports(options: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def check_reports(runs: list, drifted: list[dict] | None, reports: list[tuple[str, str]], steps: bool = False,
-                  full: bool = False) -> list[tuple[str, str]]:
-    """(path, text) for each report check writes: json holds every run, markdown is the CI summary,
-    openmetrics the textfile collector's metrics."""
-    from ctxlab.cli.report import screen_of
-    from ctxlab.records.model import dumps
-    from ctxlab.report import render
-    from ctxlab.report.summary import summary_markdown
+                  full: bool = False) -> list[tuple[str, Any]]:
+    """(path, text) for each report check writes, each format from the one registry (the same bytes show
+    writes for the same runs): json every run, summary the CI step summary with the drift, openmetrics the
+    textfile collector's metrics."""
+    from ctxlab.cli.report import render_for
 
-    def text(fmt: str, path: str) -> str:
-        if fmt == "json":
-            return dumps(runs, as_list=True) + "\n"
-        if fmt == "markdown":
-            return summary_markdown(runs, drifted)
-        if fmt == "table":
-            return render(runs, fmt, screen=screen_of(path), steps=steps, full=full)
-        return render(runs, fmt)
-
-    return [(path, text(fmt, path)) for fmt, path in reports]
+    return [(path, render_for(runs, fmt, path, steps, full, drifted)) for fmt, path in reports]
 
 
 def write_environment_record(exc: BaseException, options: dict[str, Any], started: str,

@@ -41,23 +41,13 @@ def write_report(text: Text, output: str | None, what: str) -> None:
         say(f"wrote {what} to {target}")
 
 
-def render_for(runs: Sequence[Any], fmt: str, output: str | None, steps: bool = False, full: bool = False) -> Text:
-    """The runs in ``fmt``; the table fitted to the screen ``output`` lands on; the table and JSON as they are
-    written (``ctxlab.report.json_stream``, ``table.iter_table_text``: a large report is never held whole)."""
-    from ctxlab.report import render
+def render_for(runs: Sequence[Any], fmt: str, output: str | None, steps: bool = False, full: bool = False,
+               drifted: list[dict] | None = None) -> Text:
+    """The runs in ``fmt`` from the one registry (``ctxlab.report.formats``): the table fitted to the screen
+    ``output`` lands on; the formats that stream as they are written (a large report is never held whole)."""
+    from ctxlab.report.formats import View, write
 
-    if fmt == "json":
-        from itertools import chain
-
-        from ctxlab.report.json_stream import iter_dumps
-
-        return lambda: chain(iter_dumps(list(runs)), ("\n",))
-    if fmt == "table":  # in chunks too: --full of one string of 64 MiB is a million lines
-        from ctxlab.report.table import iter_table_text
-
-        screen = screen_of(output)
-        return lambda: iter_table_text(list(runs), screen, steps=steps, full=full)
-    return render(list(runs), fmt)
+    return write(list(runs), fmt, View(screen=screen_of(output), steps=steps, full=full, drifted=drifted))
 
 
 def emit(runs: Sequence[Any], fmt: str, output: str | None, steps: bool = False, full: bool = False) -> None:
