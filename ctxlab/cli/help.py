@@ -85,8 +85,9 @@ class LazyHelpCommand(OneLineCommand):
 def commands_line(ctx: click.Context) -> str:
     """What a group called alone says: its path, its commands, and where the help is."""
     group = ctx.command
-    names = [n for n in group.list_commands(ctx) if isinstance(group, click.Group)
-             and (command := group.get_command(ctx, n)) is not None and not command.hidden]
+    names = [] if not isinstance(group, click.Group) else [
+        n for n in group.list_commands(ctx) if (command := group.get_command(ctx, n)) is not None
+        and not command.hidden]
     path = ctx.command_path
     return f"{path} needs a command, one of: {', '.join(names)} (try '{path} --help')"
 
