@@ -206,3 +206,21 @@ def test_a_small_benchmark_run_writes_its_figures(tmp_path):
     assert case["string_chars"] > 30_000 and set(case["formats"]) == {"table", "full", "steps", "markdown", "junit",
                                                                        "json", "html"}
     assert case["formats"]["full"]["report_bytes"] > case["string_chars"] > case["formats"]["table"]["report_bytes"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(text=long_texts(), field=st.sampled_from(FIELDS), piece=st.integers(1, 5000))
+def test_the_json_stream_is_the_document_whatever_its_pieces(text, field, piece):
+    from ctxlab.records.model import dumps
+    from ctxlab.report import json_stream
+
+    runs = runs_of(document(field, text))
+    saved = json_stream.PIECE
+    json_stream.PIECE = piece
+    try:
+        chunks = list(iter_dumps(runs))
+    finally:
+        json_stream.PIECE = saved
+    assert "".join(chunks) == dumps(runs)
+    if field not in ("scenario", "thread", "step") and len(text) > 10 * piece:  # not in an observation
+        assert max(map(len, chunks)) < len(text)  # never the string whole in one piece

@@ -4,7 +4,9 @@
 (the indenting encoder is pure Python and keeps its pieces in one list), then the whole string: about
 ten times the file's size in memory. Here each run is encoded without its observations, with a
 placeholder where their list goes, and the observations follow one at a time, indented to the depth the
-placeholder had, in chunks of ``BATCH``: memory stays near one chunk whatever the file's size.
+placeholder had, in chunks of ``BATCH``: memory stays near one chunk whatever the file's size. The text
+around them is handed on in pieces of ``PIECE`` characters: a run may hold one string of 64 MiB (six
+times that as JSON escapes), and a slice of it whole is one more copy of it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,13 @@ from ctxlab.records.model import LabResult
 from ctxlab.records.schema import SCHEMA
 
 BATCH = 2000  # observations per chunk
+PIECE = 1 << 20  # characters of the text around the observations per chunk
+
+
+def _pieces(text: str, start: int, stop: int) -> Iterator[str]:
+    """``text[start:stop]`` in slices of at most PIECE characters."""
+    for at in range(start, stop, PIECE):
+        yield text[at:min(at + PIECE, stop)]
 
 
 def _observation_text(pad: str) -> Callable[[dict], str]:
@@ -54,7 +63,7 @@ def iter_dumps(runs: Sequence[LabResult], as_list: bool = False) -> Iterator[str
         at = text.index(json.dumps(mark), rest)
         start = text.rindex("[", rest, at)  # the list's "[", then a newline and the items' indent
         pad = text[start + 2:at]
-        yield text[rest:start]
+        yield from _pieces(text, rest, start)
         rest = at + len(json.dumps(mark))
         if not run.observations:  # as json.dumps writes an empty list
             yield "[]"
@@ -65,4 +74,4 @@ def iter_dumps(runs: Sequence[LabResult], as_list: bool = False) -> Iterator[str
         for first in range(0, len(items), BATCH):
             chunk = (",\n" + pad).join(encode(o.to_dict()) for o in items[first:first + BATCH])
             yield ("[\n" + pad if first == 0 else ",\n" + pad) + chunk
-    yield text[rest:]
+    yield from _pieces(text, rest, len(text))
