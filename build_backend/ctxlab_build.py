@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-REQUIRED = (3, 11)  # pyproject.toml's requires-python (tests/test_newcomer.py holds the two together)
+REQUIRED = (3, 11)  # pyproject.toml's requires-python (tests/house/test_newcomer.py holds the two together)
 SETUPTOOLS = "setuptools>=68"
 
 

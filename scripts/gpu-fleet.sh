@@ -7,7 +7,7 @@
 # 3. check -d 1023 (a device that does not exist): the environment-error record (exit 2, one line);
 # 4. the recipes against the real run: the NPD plugin's exit status and line, the Slurm health check with a
 #    fake scontrol (what it would run), the node_exporter script into OUTDIR/textfile;
-# 5. the CPU tests of the fleet work (tests/test_openmetrics.py, test_envrecord.py, test_fleet_*.py).
+# 5. the CPU tests of the fleet work (tests/report/test_openmetrics.py, test_envrecord.py, test_fleet_*.py).
 # The check's own exit status is in OUTDIR/check.exit; this script exits 1 when a step it checks went wrong.
 set -uo pipefail
 out=${1:?usage: scripts/gpu-fleet.sh OUTDIR}
@@ -58,7 +58,7 @@ grep -q '^exit 2$' "$out/missing-device.log" && grep -q '"reason": "device-missi
   CTXLAB_RESULT="$out/missing-device.json" bash fleet/kubernetes/ctxlab-npd-plugin.sh
   echo "npd plugin on the environment-error record exit $?"
 } 2>&1 | tee "$out/recipes.log"
-timeout 600 python3 -m pytest -q -p no:cacheprovider tests/test_openmetrics.py tests/test_envrecord.py \
-  tests/test_fleet_merge.py tests/test_fleet_recipes.py 2>&1 | tee "$out/pytest.log"
+timeout 600 python3 -m pytest -q -p no:cacheprovider tests/report/test_openmetrics.py tests/records/test_envrecord.py \
+  tests/report/test_fleet_merge.py tests/house/test_fleet_recipes.py 2>&1 | tee "$out/pytest.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 exit $status

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 export CTXLAB_CACHE=/tmp/ctxlab-cache
 status=0
 nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1
-python3 -m pytest -q -p no:cacheprovider tests/test_native_callback.py 2>&1 | tail -3
+python3 -m pytest -q -p no:cacheprovider tests/tracing/test_native_callback.py 2>&1 | tail -3
 timeout 420 python3 benchmarks/trace_stress.py --libraries "$libraries" --threads "$threads" --timeout 60 \
   --json "$out/trace_stress.json" 2>&1 | tee "$out/trace_stress.log" || status=1
 timeout 300 python3 benchmarks/serving_overhead.py --json "$out/serving_overhead.json" 2>&1 \

@@ -12,7 +12,7 @@ The schema becomes the source of one Python function (``source``), each keyword 
 False, ``$ref`` inlined: a file's six hundred observations are checked by straight-line code, not by a
 call per keyword (a third of the time closures took). The source is built from the schema alone, never
 from a document, and every name or value in it is written with ``repr`` or passed as a constant.
-tests/test_schema_compiled.py and tests/test_fleet_merge.py hold it to ``jsonschema``'s answers.
+tests/test_schema_compiled.py and tests/report/test_fleet_merge.py hold it to ``jsonschema``'s answers.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Cases for tests/test_claims_can_fail.py: for each claim with a promise (or a
+"""Cases for tests/labs/test_claims_can_fail.py: for each claim with a promise (or a
 statement of the old text), edits of a run recorded on a real GPU after which
 the claim holds, and edits after which it fails (or reads ``changed``).
 

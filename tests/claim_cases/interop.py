@@ -59,7 +59,7 @@ def _exchange_case(producer: str, consumer: str, stream_named: bool = True, cai:
                     unmet=[[edit("exchange", scenario, **unnamed)], [edit("exchange", scenario, **old)]])
     if stream_named:
         return Case(F, breaks=breaks)
-    # The recorded run names no stream (the promise's precondition failed: skipped, tests/test_preconditions.py):
+    # The recorded run names no stream (the promise's precondition failed: skipped, tests/labs/test_preconditions.py):
     # it holds once the interface names the producer's stream and the reads are right; the recorded wrong reads
     # break it then, and so does one handover out of four that names none.
     named = edit("exchange", scenario, cai_version=3, cai_stream=0x5000)

@@ -12,8 +12,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from tests.audit.test_audit_report import SARIF_LEVELS
 from tests.audit_events import guard_plugin_args
-from tests.test_audit_report import SARIF_LEVELS
 
 pytestmark = pytest.mark.gpu
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -3,7 +3,7 @@ together, every exchange pair, fork and the start methods, every library under a
 each teardown against every library's data, IPC handles in a spawned child, and the pointer context of VMM and
 pool memory: on every GPU each scenario the lab declares ran (tests/gpu/expected.py), and every claim gets the
 verdict expected where expectations exist for this environment (tests/gpu/expectations/).
-tests/test_interop_lab.py checks on the CPU how the scenarios are declared and that a missing library makes its
+tests/labs/test_interop_lab.py checks on the CPU how the scenarios are declared and that a missing library makes its
 claims ``skipped`` with the reason."""
 
 import os

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.test_trace_perfetto import check_perfetto
+from tests.tracing.test_trace_perfetto import check_perfetto
 
 pytestmark = pytest.mark.gpu
 KEEP = os.environ.get("CTXLAB_RESULTS")
