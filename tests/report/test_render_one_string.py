@@ -186,7 +186,7 @@ def test_printable_ascii_skips_the_escaper_and_nothing_else_does(text):
     assert shown_as_is(text) == terminal(text)
 
 
-BENCHMARK = [sys.executable, str(Path(__file__).resolve().parent.parent / "benchmarks" / "render_one_string.py")]
+BENCHMARK = [sys.executable, str(Path(__file__).resolve().parents[2] / "benchmarks" / "render_one_string.py")]
 
 
 @pytest.mark.parametrize("args", [["--sizes", "5T"], ["--sizes", "1M,x"], ["--fields", "nope"], ["--kinds", ""],
