@@ -8,9 +8,6 @@ import re
 from ctxlab.records.model import LabResult, Observation
 from ctxlab.report.escape import markdown, terminal
 
-VERDICT_STYLE = {"holds": "green", "fails": "bold red", "error": "bold red", "changed": "yellow", "observed": "cyan",
-                 "skipped": "dim", "unjudged": "dim"}
-
 # Values recorded under these names are handles and addresses: always shown in hex.
 _HANDLE_KEY = re.compile(r"context|current|primary|pointer|handle|address|stream|kernel|function|global|module|"
                          r"library|ctx|attached|bound|created", re.I)
