@@ -45,3 +45,15 @@ def counts(high: int) -> Callable[[str], list[int]]:
         return values
 
     return parse
+
+
+def recorded_source(path: str) -> dict:
+    """A recorded result as its JSON document, after ctxlab has read it as a result (``ResultFileError``, in
+    its one line, for anything else)."""
+    import json
+
+    from ctxlab.records.files import load_runs
+
+    load_runs(path)
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)

@@ -27,6 +27,8 @@ import tempfile
 import time
 from typing import Any, NoReturn
 
+from common import recorded_source
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SOURCE = os.path.join(ROOT, "labs", "results", "migrate.json")
 GOAL_SECONDS = 10.0
@@ -119,13 +121,10 @@ def main() -> int:
     parser.add_argument("--runs", type=runs_count, default=3, help="runs of each command (default 3)")
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
-    from ctxlab.records.files import load_runs
     from ctxlab.records.model import ResultFileError
 
     try:
-        load_runs(args.source)  # a result ctxlab reads, refused in its one line otherwise
-        with open(args.source, encoding="utf-8") as handle:
-            source = json.load(handle)
+        source = recorded_source(args.source)  # a result ctxlab reads, refused in its one line otherwise
         text, observations = large_document(source, args.size)
     except (ResultFileError, ValueError) as exc:
         parser.error(f"--source: {exc}")

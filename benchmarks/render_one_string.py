@@ -30,6 +30,7 @@ import sys
 import tempfile
 from typing import Any
 
+from common import recorded_source
 from render_large import GOAL_MB, GOAL_SECONDS, OneLineParser, measure, runs_count, size
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -149,13 +150,10 @@ def main() -> int:
     parser.add_argument("--runs", type=runs_count, default=1, help="runs of each command (default 1)")
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
-    from ctxlab.records.files import load_runs
     from ctxlab.records.model import ResultFileError
 
     try:
-        load_runs(args.source)  # a result ctxlab reads, refused in its one line otherwise
-        with open(args.source, encoding="utf-8") as handle:
-            source = json.load(handle)
+        source = recorded_source(args.source)  # a result ctxlab reads, refused in its one line otherwise
         rest = max(overhead(source, field) for field in args.fields)  # no file made here: see _write
         if min(args.sizes) <= rest:
             raise ValueError(f"{min(args.sizes)} bytes is smaller than the source without the string ({rest} bytes)")
