@@ -72,6 +72,7 @@ def iter_dumps(runs: Sequence[LabResult], as_list: bool = False) -> Iterator[str
         encode = _observation_text(pad)
         items = run.observations
         for first in range(0, len(items), BATCH):
-            chunk = (",\n" + pad).join(encode(o.to_dict()) for o in items[first:first + BATCH])
-            yield ("[\n" + pad if first == 0 else ",\n" + pad) + chunk
+            chunk = ("[\n" + pad if first == 0 else ",\n" + pad) + (",\n" + pad).join(
+                encode(o.to_dict()) for o in items[first:first + BATCH])
+            yield from _pieces(chunk, 0, len(chunk))  # the writer encodes a piece at a time, not a whole batch
     yield from _pieces(text, rest, len(text))
