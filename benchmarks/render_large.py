@@ -169,12 +169,17 @@ def main() -> int:
     for fmt, figures in report["formats"].items():
         print(f"show {fmt:8}  median {figures['median_seconds']:6.2f} s  peak {figures['peak_rss_mb']:7.1f} MB"
               f"{'' if figures['within_goal'] else '  (over the goal)'}")
-    print(f"goal {GOAL_SECONDS:.0f} s and {GOAL_MB:.0f} MB for {' and '.join(GOAL_FORMATS)}: "
-          f"{'met' if report['within_goal'] else 'NOT met'}")
-    if args.json:  # ctxlab's one writer: replaced atomically, never half-written
+    return finish(report, " and ".join(GOAL_FORMATS), args.json)
+
+
+def finish(report: dict, formats: str, json_path: str | None) -> int:
+    """The goal's line, the figures written to ``json_path`` when asked, and the exit status (1: a goal missed)."""
+    met = "met" if report["within_goal"] else "NOT met"
+    print(f"goal {GOAL_SECONDS:.0f} s and {GOAL_MB:.0f} MB for {formats}: {met}")
+    if json_path:  # ctxlab's one writer: replaced atomically, never half-written
         from ctxlab.output import write_outputs
 
-        write_outputs([(args.json, json.dumps(report, indent=2) + "\n")])
+        write_outputs([(json_path, json.dumps(report, indent=2) + "\n")])
     return 0 if report["within_goal"] else 1
 
 

@@ -31,7 +31,7 @@ import tempfile
 from typing import Any
 
 from common import recorded_source
-from render_large import GOAL_MB, GOAL_SECONDS, OneLineParser, measure, runs_count, size
+from render_large import GOAL_MB, GOAL_SECONDS, OneLineParser, finish, measure, runs_count, size
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SOURCE = os.path.join(ROOT, "labs", "results", "migrate.json")
@@ -182,13 +182,7 @@ def main() -> int:
         cells = " ".join(f"{f['median_seconds']:6.2f} {f['peak_rss_mb']:7.1f}" for f in case["formats"].values())
         print(f"{case['file_bytes'] / 2**20:5.1f} {case['field']:11} {case['kind']:5} {cells}"
               f"{'' if case['within_goal'] else '  (over the goal)'}")
-    print(f"goal {GOAL_SECONDS:.0f} s and {GOAL_MB:.0f} MB for {', '.join(GOAL_FORMATS)} up to 64 MiB: "
-          f"{'met' if report['within_goal'] else 'NOT met'}")
-    if args.json:  # ctxlab's one writer: replaced atomically, never half-written
-        from ctxlab.output import write_outputs
-
-        write_outputs([(args.json, json.dumps(report, indent=2) + "\n")])
-    return 0 if report["within_goal"] else 1
+    return finish(report, f"{', '.join(GOAL_FORMATS)} up to 64 MiB", args.json)
 
 
 def _case(tmp: str, source: dict, target: int, field: str, kind: str, runs: int) -> dict[str, Any]:
