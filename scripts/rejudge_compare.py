@@ -1,9 +1,10 @@
 """Every recorded run under labs/results, re-judged by two checkouts, compared claim by claim.
 
-    python scripts/rejudge_compare.py OLD_CHECKOUT NEW_CHECKOUT     (e.g. a git worktree of the commit before)
+    python scripts/rejudge_compare.py OLD_CHECKOUT NEW_CHECKOUT [RESULTS]   (e.g. a worktree of the commit before)
 
-Each checkout re-judges every run of every result file of its own labs/results with its own claims (in a
-process of its own, that checkout first on the path); the verdicts and evidence sentences are compared.
+Each checkout re-judges every run of every result file under RESULTS (default: OLD_CHECKOUT's labs/results, so
+that both judge the same recordings) with its own claims (in a process of its own, that checkout first on the
+path); the verdicts and evidence sentences are compared.
 Prints the counts and each difference; exit 1 when a verdict or an evidence sentence differs.
 """
 
@@ -16,7 +17,7 @@ import sys
 JUDGE = r'''
 import dataclasses, glob, json, sys, warnings
 warnings.simplefilter("ignore")
-root = sys.argv[1]
+root, results = sys.argv[1], sys.argv[2]
 sys.path.insert(0, root)
 from ctxlab.claim import judge
 from ctxlab.harness.runner import plan
@@ -26,7 +27,7 @@ try:
 except ImportError:
     from ctxlab.record import load_runs
 out = {}
-for path in sorted(glob.glob(f"{root}/labs/results/**/*.json", recursive=True)):
+for path in sorted(glob.glob(f"{results}/**/*.json", recursive=True)):
     try:
         runs = load_runs(path)
     except Exception:
@@ -39,24 +40,27 @@ for path in sorted(glob.glob(f"{root}/labs/results/**/*.json", recursive=True)):
         known = {f.name for f in dataclasses.fields(lab.options)}
         options = lab.make_options(**{k: v for k, v in run.options.items() if k in known})
         ran = [s.name for s in plan(lab, options).scenarios]
-        out.setdefault(path[len(root) + 1:], {})[f"{i}:{run.lab}"] = {
+        out.setdefault(path[len(results) + 1:], {})[f"{i}:{run.lab}"] = {
             c.id: [c.verdict, c.evidence] for c in judge(lab.claims, run.observations, ran)}
 json.dump(out, sys.stdout)
 '''
 
 
-def judged(root: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", JUDGE, root], capture_output=True, text=True, cwd="/")
+def judged(root: str, results: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", JUDGE, root, results], capture_output=True, text=True, cwd="/")
     if done.returncode != 0:
         raise SystemExit(f"rejudge_compare: {root}: {done.stderr.strip()[-500:]}")
     return json.loads(done.stdout)
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python scripts/rejudge_compare.py OLD_CHECKOUT NEW_CHECKOUT", file=sys.stderr)
+    if len(argv) not in (2, 3):
+        print("usage: python scripts/rejudge_compare.py OLD_CHECKOUT NEW_CHECKOUT [RESULTS]", file=sys.stderr)
         return 2
-    old, new = judged(argv[0]), judged(argv[1])
+    import os
+
+    results = os.path.abspath(argv[2] if len(argv) == 3 else os.path.join(argv[0], "labs", "results"))
+    old, new = judged(argv[0], results), judged(argv[1], results)
     total, differ = 0, []
     for path, runs in sorted(old.items()):
         for run, claims in sorted(runs.items()):
@@ -70,7 +74,7 @@ def main(argv: list[str]) -> int:
                     differ.append(f"{path} {run} {cid}: {what}")
     added = sum(1 for path, runs in new.items() for run, claims in runs.items() for cid in claims
                 if cid not in old.get(path, {}).get(run, {}))
-    print(f"{len(old)} result files, {total} claim judgements compared: {len(differ)} differ; "
+    print(f"{results}: {len(old)} result files, {total} claim judgements compared: {len(differ)} differ; "
           f"{added} judged only by the new checkout")
     for line in differ:
         print(line)
