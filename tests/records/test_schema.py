@@ -77,6 +77,8 @@ OTHER_KINDS = {
         lambda d: {"environment", "files", "wall_seconds", "peak_rss_mib", "differs_line"} <= d.keys(),
     "benchmark figures: ctxlab show on a 64 MiB result (benchmarks/render_large.py)":
         lambda d: {"environment", "file_bytes", "observations", "formats", "within_goal"} <= d.keys(),
+    "benchmark figures: ctxlab show on a result of one huge string (benchmarks/render_one_string.py)":
+        lambda d: {"environment", "cases", "floor_mb", "within_goal"} <= d.keys(),
     "what a real Prometheus scraped from ctxlab's metrics (tests/report/test_prometheus_scrape.py)":
         lambda d: {"prometheus", "node_exporter", "queries"} <= d.keys(),
     "benchmark figures: threads starting CUDA at once, bare, traced, audited (benchmarks/trace_stress.py)":
