@@ -41,7 +41,7 @@ KINDS = {"word": "x", "words": "lorem ipsum ", "wide": "日本語"}
 FORMATS = {"table": [], "full": ["--full"], "steps": ["--steps"], "markdown": ["--format", "markdown"],
            "junit": ["--format", "junit"], "json": ["--format", "json"], "html": ["--html", "REPORT"]}
 SAID_CUT = ("evidence", "id", "lab", "message")  # shown whole but for the cut (a statement: one line; output: its end)
-GOAL_FORMATS = ("table", "full", "steps", "markdown", "junit", "json")  # html (timeline.py) is recorded beside
+GOAL_FORMATS = ("table", "full", "steps", "markdown", "junit", "json", "html")  # every format show writes
 
 
 def names(choices: tuple[str, ...] | dict) -> Any:

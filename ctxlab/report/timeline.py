@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from ctxlab.records.model import LabResult, Observation
 from ctxlab.report import escape
+from ctxlab.report.text import NAME_CHARS, capped
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#e15759", "#76b7b2", "#edc948", "#9c755f", "#ff9da7",
            "#bab0ac")
@@ -66,7 +67,8 @@ def _tooltip(o: Observation) -> str:
         value = value[:400] + "..."
     ctx = "no context" if o.context_id is None else f"context {o.context_id}" + (
         f" ({o.context:#x})" if isinstance(o.context, int) and o.context else "")
-    lines = [f"{o.step}: {o.what}", f"thread {o.thread}, {ctx}"]
+    step, what, thread = (capped(text, NAME_CHARS) for text in (o.step, o.what, o.thread))
+    lines = [f"{step}: {what}", f"thread {thread}, {ctx}"]
     if o.round is not None:
         lines.append(f"round {o.round}")
     lines.append(value)
@@ -91,9 +93,10 @@ def scenario_svg(name: str, observations: list[Observation]) -> str:
              'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#333"/></marker></defs>']
     for t in threads:
         y = lane_y[t]
-        parts.append(f'<g class="lane" data-thread="{escape.html(t)}">'
+        label = escape.html(capped(t, NAME_CHARS))
+        parts.append(f'<g class="lane" data-thread="{label}">'
                      f'<rect class="lane-bg" x="0" y="{y - 2}" width="{width}" height="{CELL_H + 4}"/>'
-                     f'<text class="lane-label" x="6" y="{y + CELL_H / 2 + 4}">{escape.html(t)}</text></g>')
+                     f'<text class="lane-label" x="6" y="{y + CELL_H / 2 + 4}">{label}</text></g>')
     previous_step = None
     for i, o in enumerate(observations):
         x = LANE_LABEL_W + i * (CELL_W + GAP)
@@ -110,7 +113,8 @@ def scenario_svg(name: str, observations: list[Observation]) -> str:
         text = "none" if o.context_id is None else f"ctx {o.context_id}"
         cls = "cell none" if o.context_id is None else "cell"
         cells.append((x, y))
-        parts.append(f'<g class="{cls}" data-step="{escape.html(o.step)}" data-thread="{escape.html(o.thread)}" '
+        step_name, thread_name = (escape.html(capped(name, NAME_CHARS)) for name in (o.step, o.thread))
+        parts.append(f'<g class="{cls}" data-step="{step_name}" data-thread="{thread_name}" '
                      f'data-context="{"" if o.context_id is None else o.context_id}">'
                      f'<title>{escape.html(_tooltip(o))}</title>'
                      f'<rect x="{x}" y="{y}" width="{CELL_W}" height="{CELL_H}" rx="4" fill="{fill}"/>'
@@ -136,12 +140,14 @@ def render_run(run: LabResult) -> str:
     driver = env.get("driver_version")
     cuda = f"driver CUDA {driver // 1000}.{driver % 1000 // 10}" if isinstance(driver, int) else ""
     meta = ", ".join(x for x in (str(env.get("gpu") or ""), cuda, f"recorded {run.started}") if x)
-    out = [f'<section class="run" data-lab="{escape.html(run.lab)}"><h1>ctxlab {escape.html(run.lab)}</h1>'
+    lab = escape.html(capped(run.lab, NAME_CHARS))
+    out = [f'<section class="run" data-lab="{lab}"><h1>ctxlab {lab}</h1>'
            f'<p class="meta">{escape.html(meta)}. A lane per host thread, a cell per recorded step in the order '
            f'recorded, coloured by the context the thread had current (ids are per scenario: each scenario ran '
            f'in its own process). Arrows: the same context seen next on another thread. Hover a cell for '
            f'what was recorded.</p>']
-    for name, observations in _scenarios(run.observations).items():
+    for whole, observations in _scenarios(run.observations).items():
+        name = capped(whole, NAME_CHARS)  # shown three times: a name of any size from another runner is cut
         threads = len({o.thread for o in observations})
         drawn = "" if len(observations) <= STEPS else (
             f"; the first {STEPS:,} drawn, {len(observations) - STEPS:,} more in the result file "
@@ -156,7 +162,7 @@ def render_run(run: LabResult) -> str:
 def render_html(runs: Iterable[LabResult]) -> str:
     """A self-contained page for one or more recorded lab runs."""
     runs = list(runs)
-    title = "ctxlab timeline: " + ", ".join(run.lab for run in runs)
+    title = "ctxlab timeline: " + ", ".join(capped(run.lab, NAME_CHARS) for run in runs)
     body = "".join(render_run(run) for run in runs)
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'

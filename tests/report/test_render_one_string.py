@@ -224,3 +224,15 @@ def test_the_json_stream_is_the_document_whatever_its_pieces(text, field, piece)
     assert "".join(chunks) == dumps(runs)
     if field not in ("scenario", "thread", "step") and len(text) > 10 * piece:  # not in an observation
         assert max(map(len, chunks)) < len(text)  # never the string whole in one piece
+
+
+@pytest.mark.parametrize("field", ["scenario", "lab", "thread"])
+def test_the_timeline_shows_a_huge_name_cut_and_says_so(field):
+    """The HTML timeline showed a scenario's name three times (its heading, two attributes) and a lab's twice:
+    a 64 MiB name made a page of 550 MB. It shows each name cut, saying how many characters more there are."""
+    from ctxlab.report.timeline import render_html
+
+    name = "n" * 300_000
+    page = render_html(runs_of(document(field, name)))
+    assert name not in page and "more characters: --format json" in page
+    assert len(page) < 200_000
