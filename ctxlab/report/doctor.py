@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxlab.report.escape import terminal
-from ctxlab.report.screen import Cell, Screen, fit, grid, natural_widths, wrap
+from ctxlab.report.screen import Cell, Screen, grid_or_stacked, natural_widths, wrap
 
 PARTS = ("driver", "cupy", "cuda_bindings", "nvrtc", "cupti")
 
@@ -34,8 +34,7 @@ def render_doctor(report: dict[str, Any], screen: Screen, version: str = "") -> 
         rows.append([Cell(key), Cell("ok" if ok else "missing", "holds" if ok else "error"),
                      Cell(terminal(_details(key, part)))])
     rows.append([Cell("CUDA_MODULE_LOADING"), Cell(""), Cell(terminal(report.get("CUDA_MODULE_LOADING") or "(unset)"))])
-    natural = natural_widths(rows, cap=screen.width)
-    lines += grid(rows, fit(natural, screen.width, floor=12), screen)
+    lines += grid_or_stacked(rows, natural_widths(rows, cap=screen.width), screen, floor=12)
     driver = report["driver"]
     if driver.get("ok") and driver.get("devices"):
         lines += ["", screen.paint("GPUs", "bold")]
@@ -45,9 +44,9 @@ def render_doctor(report: dict[str, Any], screen: Screen, version: str = "") -> 
                          Cell(terminal(dev["compute_capability"])),
                          Cell(f"{dev['memory_bytes'] / 2**30:.1f} GiB"),
                          Cell("active" if dev["primary_context_active"] else "inactive")])
-        lines += grid(gpus, fit(natural_widths(gpus), screen.width), screen)
+        lines += grid_or_stacked(gpus, natural_widths(gpus), screen)
     for line in report["missing"]:
-        first, *more = wrap(terminal(once(line)), screen.width - 8)
+        first, *more = wrap(terminal(once(line)), max(1, screen.width - 8))
         lines.append(f"{screen.paint('missing', 'error')} {first}")
         lines += [f"        {rest}" for rest in more]
     return "\n".join(lines) + "\n"

@@ -303,3 +303,23 @@ def natural_widths(rows: Sequence[Sequence[Cell]], cap: int = 60) -> list[int]:
             widest = max((text_width(line) for line in cell.text.split("\n")), default=0)
             widths[i] = min(cap, max(widths[i], widest))
     return widths
+
+
+def grid_or_stacked(rows: Sequence[Sequence[Cell]], natural: Sequence[int], screen: Screen, floor: int = 4,
+                    gap: int = 2) -> list[str]:
+    """``rows`` (the first: the headers) side by side where their columns fit the screen at ``floor`` cells
+    or more each; else stacked, as the claim table on a narrow screen: each row's first cell on a line of its
+    own, every other cell under it as ``header: value``, wrapped, so that nothing is wider than the screen."""
+    widths = fit(natural, screen.width, gap, floor)
+    if sum(widths) + gap * (len(widths) - 1) <= screen.width:
+        return grid(rows, widths, screen, gap)
+    headers, *body = rows
+    out: list[str] = []
+    for row in body:
+        first, *rest = row
+        out += [screen.paint(line, first.style) for line in wrap(first.text, screen.width)]
+        for header, cell in zip(headers[1:], rest, strict=False):
+            if cell.text:
+                out += ["  " + screen.paint(line, cell.style) for line in
+                        wrap(f"{header.text}: {cell.text}", max(1, screen.width - 2))]
+    return out

@@ -116,3 +116,19 @@ def test_a_group_alone_as_the_console_runs_it():
                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == "Error: ctxlab report needs a command, one of: merge (try 'ctxlab report --help')\n"
+
+
+@settings(max_examples=60, deadline=None)
+@given(columns=st.integers(20, 1000))
+def test_the_doctor_report_fits_any_terminal(columns):
+    """ctxlab doctor's components and GPUs (labs/results/doctor.json, an H200's) side by side where they fit,
+    stacked where not: no line wider than the screen."""
+    import json
+
+    from ctxlab.report.doctor import render_doctor
+    from ctxlab.report.screen import Screen, text_width
+
+    report = json.loads((RESULTS / "doctor.json").read_text())
+    text = render_doctor(report, Screen(width=columns))
+    assert "H200" in text and "driver" in text  # the GPU and the components, side by side or stacked
+    assert max(text_width(line) for line in text.splitlines()) <= columns
