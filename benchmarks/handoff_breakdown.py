@@ -72,7 +72,7 @@ def main() -> int:
     from ctxlab.cuda import driver as drv
     from ctxlab.cuda.environment import capture, init_driver
     from ctxlab.cuda.kernels import VERIFY_THREADS, ProbeModule
-    from ctxlab.harness.threads import _Inbox
+    from ctxlab.harness.threads import Inbox
     from ctxlab.labs.migrate import ARRAY_LEN
 
     driver = init_driver()
@@ -103,7 +103,7 @@ def main() -> int:
         "pop + push": timed(push_pop, n),
         "verify_and_update + stream sync": timed(launch_and_sync, n),
         "thread handoff (SimpleQueue)": ping_pong(n * 5),
-        "thread handoff (Choreography's inbox)": ping_pong(n * 5, _Inbox),
+        "thread handoff (Choreography's inbox)": ping_pong(n * 5, Inbox),
     }
     # The relay itself as migrate runs it, by number of threads: verified and bare handoffs per second.
     from ctxlab.labs.migrate import handoff as run_relay

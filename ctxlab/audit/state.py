@@ -43,8 +43,6 @@ RUNTIME_OBJECTS = ("libcudart", "libcuda.so", "nvidia/cuda_runtime", "nvidia/cu1
                    "nvidia/cu12/lib/libcudart")
 
 
-
-
 def failing(event: dict) -> bool:
     """A call that returned anything but success or a state answer (NOT_READY)."""
     return (event.get("domain") not in NOT_CALLS and event.get("status") not in OK_STATUSES

@@ -52,7 +52,7 @@ def pin_this_thread(core: int) -> bool:
         return False
 
 
-class _Inbox:
+class Inbox:
     """One thread's inbox: its messages, and a pipe whose bytes ring for them.
 
     The thread waits in ``os.read`` and the sender rings with ``os.write``; both release the GIL, so the
@@ -65,14 +65,17 @@ class _Inbox:
         self._messages: collections.deque = collections.deque()  # append and popleft are atomic
 
     def put(self, message: Any) -> None:
+        """Leave ``message`` and ring for it."""
         self._messages.append(message)
         os.write(self._ring, b"\0")
 
     def get(self) -> Any:
+        """Wait (the GIL released) for a ring, then take the message it rang for."""
         os.read(self._wait, 1)
         return self._messages.popleft()
 
     def close(self) -> None:
+        """Close the pipe (only once no thread can wait on it)."""
         os.close(self._wait)
         os.close(self._ring)
 
@@ -133,7 +136,7 @@ class Choreography:
         self.core = None
         if not steps:
             return baton
-        inboxes = {name: _Inbox() for name in self.names}
+        inboxes = {name: Inbox() for name in self.names}
         done: queue.SimpleQueue = queue.SimpleQueue()
         completed = [0]  # written by workers only: one step runs at a time
         core = shared_core() if self.one_core else None
