@@ -22,7 +22,8 @@ def render_table(files: list[tuple[str, list[LabResult]]], screen: Screen) -> st
         apart += [f"- {first}", *(f"  {line}" for line in more)]
     if not m.columns:
         return "\n".join([*apart, "No runs in the given files: nothing to merge."]) + "\n"
-    lines = [*apart, screen.paint(f"{len(m.rows)} claims on {len(m.columns)} runner(s)", "bold")]
+    lines = [*apart, *(screen.paint(line, "bold")
+                       for line in wrap(f"{len(m.rows)} claims on {len(m.columns)} runner(s)", screen.width))]
     for number, col in enumerate(m.columns, 1):
         first, *more = wrap(terminal(col.label()), screen.width - 6)
         lines.append(f"[{number:>2}] {first}")

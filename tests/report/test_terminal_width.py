@@ -48,6 +48,18 @@ def test_show_fits_every_columns_from_20_to_1000(columns, args):
     assert "summary:" in result.output
 
 
+@settings(max_examples=25, deadline=None)
+@given(columns=st.integers(20, 300))
+@example(columns=20)  # its heading was 25 wide: "137 claims on 2 runner(s)"
+@example(columns=24)
+def test_report_merge_table_fits_every_columns(columns):
+    result = CliRunner().invoke(cli, ["report", "merge", str(CHECK), str(RESULTS / "migrate.json"), "--format",
+                                      "table"], env={"COLUMNS": str(columns)})
+    assert result.exit_code in (0, 1), result.output
+    assert widest(result.output) <= columns
+    assert "claims on 2 runner(s)" in " ".join(result.output.split())
+
+
 def test_columns_above_1000_clamp_to_1000_rather_than_being_ignored():
     thousand = show("1000").output
     assert widest(thousand) > 200  # the layout really is wide: not the 80 columns of an ignored value
