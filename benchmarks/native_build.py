@@ -15,9 +15,9 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # a condition variable per thread; an atomic turn counter polled with yield; a futex word per thread; the next
-# thread woken during the handoff and polling; the cv and the futex with every thread on one core
-# (native_relay.cu says what each does)
-NATIVE_MODES = ("cv", "spin", "futex", "prewake", "cv1", "futex1")
+# thread woken during the handoff and polling; the cv and the futex with every thread on one core; and the three
+# fastest of these with the driver's launch and global lookup (-drv) (native_relay.cu says what each does)
+NATIVE_MODES = ("cv", "spin", "futex", "prewake", "cv1", "futex1", "spin-drv", "cv1-drv", "futex1-drv")
 
 
 def build_native() -> tuple[str | None, str]:

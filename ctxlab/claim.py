@@ -154,6 +154,16 @@ def repeats(observations: Observations, what: str, scenario: str | None = None) 
     return [o.value for o in some(observations, what, scenario)]
 
 
+def decided(value: Mapping[str, Any], recorded: str, decide: Callable[..., Any], *sides: str) -> Any:
+    """What a claim decides from what a child compared: ``decide`` over the values recorded under ``sides`` (both
+    sides of the comparison), so the decision is the claim's, not the child's. A recording made before the child
+    recorded those sides (labs/results) carries the child's own answer under ``recorded``: that is read instead,
+    so its verdict stays what it was."""
+    if all(side in value for side in sides):
+        return decide(*(value[side] for side in sides))
+    return value[recorded]
+
+
 def distribution(values: Iterable[Any]) -> Counter:
     """How often each outcome came back over the repeats."""
     return Counter(str(v) for v in values)

@@ -14,6 +14,8 @@ block is not handed to the next scenario's context.
 import argparse
 import gc
 
+from ctxlab.labs.migrate.claims import final_values_right
+
 
 def fresh_pool() -> None:
     """Free CuPy's cached blocks: the next scenario allocates in its own context, as in a new process."""
@@ -28,7 +30,8 @@ def summary(output: dict) -> str:
     for obs in output["observations"]:
         if obs.what == "handoffs verified":
             v = obs.value
-            return f"{v['verified']} of {v['handoffs']} handoffs verified, final values right: {v['final_ok']}"
+            return (f"{v['verified']} of {v['handoffs']} handoffs verified, final values right: "
+                    f"{final_values_right(v)}")
         if obs.what == "skipped":
             return f"skipped: {obs.value}"
     return f"{len(output['observations'])} observations"

@@ -180,3 +180,10 @@ def both(*edits: Edit) -> Edit:
         return observations
 
     return apply
+
+
+def recorded_now(what: str, scenario: str | None, compared: Sequence[str], **fields: Any) -> Edit:
+    """An observation as its child records it since the claim makes the comparison (``ctxlab.claim.decided``):
+    ``fields`` (both sides of it) set, the child's own answers under ``compared`` gone. Recordings made before
+    carry only those answers, which the claim reads there."""
+    return both(edit(what, scenario, **fields), *(forget(what, scenario, key) for key in compared))

@@ -9,11 +9,12 @@ the stream named.
 
 from __future__ import annotations
 
-from tests.claim_cases import Case, edit, in_repeat, repeat_with
+from tests.claim_cases import Case, both, change, edit, forget, in_repeat, repeat_with
 
 F = "interop.json"
 WRONG = "silent-wrong-result (got 0, expected 1073741824)"
 OTHER = 0x1234  # a context handle that is not the primary one
+COPY = 0x7F3A_2000_0000  # a consumer's pointer that is not the producer's: a copy
 
 
 def _library(name):
@@ -37,10 +38,12 @@ def _context_case(lib: str, pointer_promised: bool = True) -> Case:
 def _exchange_case(producer: str, consumer: str, stream_named: bool = True, cai: bool = False) -> Case:
     scenario = f"exchange-{producer}-{consumer}"
     breaks = [
-        edit("exchange", scenario, where=lambda v: v["thread"] == "worker", same_pointer=False),  # a copy
+        # the claim compares the pointers (a recording's same_pointer, left saying True here, is the child's)
+        edit("exchange", scenario, where=lambda v: v["thread"] == "worker", consumer_pointer=COPY),  # a copy
         edit("exchange", scenario, where=lambda v: v["thread"] == "main", pointer_context=OTHER),
         # a copy in another context: same pointer and primary owner agree (in 3 of 4), but not for every handover
-        edit("exchange", scenario, where=lambda v: v["thread"] == "worker", same_pointer=False, pointer_context=OTHER),
+        edit("exchange", scenario, where=lambda v: v["thread"] == "worker", consumer_pointer=COPY,
+             pointer_context=OTHER),
         # no owner recorded (and no primary): not owned by the primary context
         edit("exchange", scenario, where=lambda v: v["thread"] == "main", pointer_context=0, primary=0),
     ]
@@ -101,9 +104,19 @@ CASES: dict[str, Case] = {
 
 
 def _cuda_core_under_case(kind: str) -> Case:
-    """set_current() makes the primary context current: breaks when the created or green one stays."""
+    """set_current() makes the primary context current: breaks when the created or green one stays. interop.json
+    was recorded before the scenario recorded the id current after the allocation (the claim names it since; it
+    reads the recording's own name there): ``now`` records that id, the created or green context's, or another."""
     name = {"created": "the created context", "green": "the green context"}[kind]
-    return Case(F, breaks=[edit("under context", f"under-{kind}-cuda-core", after_alloc_is=name)])
+    scenario = f"under-{kind}-cuda-core"
+
+    def now(current):
+        return both(change("under context", scenario, lambda v: {"after_alloc_id": current(v)}),
+                    forget("under context", scenario, "after_alloc_is"))
+
+    return Case(F, breaks=[edit("under context", scenario, after_alloc_is=name),
+                           now(lambda v: v["context_id"]), now(lambda v: 7), now(lambda v: None)],
+                holds_too=[[now(lambda v: v["primary_id"])]])
 
 
 def _ipc_case(source: str) -> Case:

@@ -1,9 +1,37 @@
 """Cases for lifecycle's claims (see tests/claim_cases/__init__.py)."""
 
-from tests.claim_cases import Case, edit
+from tests.claim_cases import Case, edit, recorded_now
 
 F = "lifecycle.json"
 GREEN = F  # the H200 run recorded the green scenarios too
+# lifecycle.json was recorded before its children recorded both sides of what they compared (the claims compare
+# since; they read a recording's own answers where it has no sides): its handles, as the sides would read.
+CREATED, PRIMARY = 595327072, 595845552  # created-first: cuCtxCreate's context, the primary context after the kernel
+HANDLE = 595840480  # handle: the primary context
+GREEN_CTX, GREEN_PRIMARY = 611311600, 595928336  # green-runtime: the green context, the primary context
+WROTE = [i * 11 + 5 for i in range(16)]  # what handle's driver wrote, read back by CuPy
+
+
+def created_now(**fields):
+    """created-first's summary as recorded now: the allocation's context and the created one (``fields`` change
+    them)."""
+    return recorded_now("runtime under a created context", "created-first", ("allocation_in_created",),
+                        **{"allocation_context": CREATED, "created": CREATED, **fields})
+
+
+def handle_now(**fields):
+    """handle's observation as recorded now: what the driver wrote, what CuPy read, the allocation's context."""
+    return recorded_now("handle", "handle", ("driver_data_read_by_cupy", "pointer_context_is_primary"),
+                        **{"driver_wrote": WROTE, "cupy_read": WROTE, "pointer_context": HANDLE, **fields})
+
+
+def green_now(**fields):
+    """green-runtime's summary as recorded now: both allocations' contexts, the one current after cudaMalloc, the
+    green context."""
+    return recorded_now("runtime under a green context", "green-runtime",
+                        ("same_owner", "current_after_malloc_is_green"),
+                        **{"runtime_owner_context": GREEN_PRIMARY, "driver_owner_context": GREEN_PRIMARY,
+                           "current_after_malloc": GREEN_CTX, "green": GREEN_CTX, **fields})
 
 
 def call(name):
@@ -35,12 +63,15 @@ CASES: dict[str, Case] = {
     "lifecycle.runtime-uses-created-context": Case(F, breaks=[
         edit("runtime under a created context", "created-first", allocation_in_created=False),
         edit("runtime under a created context", "created-first", primary_active_after_malloc=True),
-    ]),
+        created_now(allocation_context=PRIMARY),  # cudaMalloc allocated in the primary context
+    ], holds_too=[[created_now()]]),
     "lifecycle.handle-is-primary": Case(F, breaks=[
         edit("handle", "handle", primary_retain=0x1234),
         edit("handle", "handle", driver_data_read_by_cupy=False),
         edit("handle", "handle", pointer_context_is_primary=False),
-    ]),
+        handle_now(cupy_read=[*WROTE[:-1], 0]),  # CuPy read one value wrong
+        handle_now(pointer_context=0x1234),  # the driver's allocation in another context
+    ], holds_too=[[handle_now()]]),
     "lifecycle.new-thread-has-no-context": Case(F, breaks=[
         edit("new thread", "threads", current_at_start=140222964944896),
         edit("new thread", "threads", driver_call="CUDA_SUCCESS"),
@@ -72,7 +103,9 @@ CASES: dict[str, Case] = {
     "lifecycle.runtime-uses-green-context": Case(GREEN, breaks=[
         edit("runtime under a green context", "green-runtime", runtime_owner_id=2, same_owner=False),
         edit("runtime under a green context", "green-runtime", current_after_malloc_is_green=False),
-    ]),
+        green_now(runtime_owner_context=GREEN_CTX),  # cudaMalloc's allocation in another context than cuMemAlloc's
+        green_now(current_after_malloc=GREEN_PRIMARY),  # cudaMalloc left the primary context current
+    ], holds_too=[[green_now()]]),
     "lifecycle.device-execution-context-is-primary": Case(GREEN, breaks=[
         edit("execution context", "execution-context", id=3),
         edit("execution context", "execution-context", status="cudaErrorInvalidValue", id=None),

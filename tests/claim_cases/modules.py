@@ -1,7 +1,7 @@
 """Cases for modules's claims (see tests/claim_cases/__init__.py)."""
 
 from ctxlab.labs.modules.claims import BIG_MIB, SEEN_SHARE
-from tests.claim_cases import Case, Edit, both, change, edit
+from tests.claim_cases import Case, Edit, both, change, edit, recorded_now
 
 F = "modules.json"
 LOADED = {"module_loaded_events": 1, "memory_grew_mib": 258.0}  # what a witness recorded when the module arrived
@@ -31,6 +31,16 @@ def at_threshold(scenario: str | None = None, event_missed: bool = True) -> Edit
     missed = {"module_loaded_events": 0} if event_missed else {}
     return change("load witness", scenario,
                   lambda v: {"memory_grew_mib": SEEN_MIB, **missed} if v["memory_grew_mib"] >= SEEN_MIB else {})
+
+
+# modules.json was recorded before two-contexts recorded both functions (the claim compares them since; it reads
+# the recording's own functions_differ there): two function handles, as a run records them.
+FUNCTIONS = {"function_primary": 0x3E88_F0C0, "function_created": 0x3F11_2A40}
+
+
+def functions_now(**fields) -> Edit:
+    """two-contexts as recorded now: the probe's function in each context (``fields`` change them)."""
+    return recorded_now("two contexts", "two-contexts", ("functions_differ",), **{**FUNCTIONS, **fields})
 
 
 CASES: dict[str, Case] = {
@@ -63,7 +73,8 @@ CASES: dict[str, Case] = {
         change("two contexts", "two-contexts",
                lambda v: {"global_created": v["global_primary"], "read_primary": 222}),  # one shared global
         edit("two contexts", "two-contexts", functions_differ=False),
-    ]),
+        functions_now(function_created=FUNCTIONS["function_primary"]),  # one function for both contexts
+    ], holds_too=[[functions_now()]]),
     "modules.library-per-context": Case(F, breaks=[
         change("library in two contexts", "library-LAZY",
                lambda v: {"global_b": v["global_a"], "read_a": 77}),  # one shared global

@@ -7,7 +7,7 @@ so a case holds only if every repeat is read.
 
 from __future__ import annotations
 
-from tests.claim_cases import Case, both, drop, edit, forget, in_repeat, repeat_with
+from tests.claim_cases import Case, both, drop, edit, forget, in_repeat, recorded_now, repeat_with
 
 F = "refcount.json"
 GREEN = F  # the H200 run recorded the green scenarios too
@@ -19,6 +19,12 @@ CUDA_13_0 = {"path": "/usr/local/cuda-13.0/include/cuda_runtime_api.h", "cudart_
              "declares_cudaThreadExit": False}
 CUDA_12_4 = {"path": "/usr/local/cuda-12.4/include/cuda_runtime_api.h", "cudart_version": 12040,
              "declares_cudaThreadExit": True}
+# refcount.json was recorded before created recorded its context and the allocation's (the claim compares them
+# since; it reads the recording's own allocation_in_created there): a created context's handle, and the primary
+# context's (current after CuPy's kernels in the H200 run).
+CREATED, PRIMARY = 0x2371_0B40, 594980832
+DESTROYED_NOW = recorded_now("cuCtxDestroy after runtime use", "created", ("allocation_in_created",),
+                             allocation_context=CREATED, created=CREATED)
 
 
 
@@ -86,7 +92,10 @@ CASES: dict[str, Case] = {
         both(in_repeat(0, edit("cuCtxDestroy after runtime use", "created", alive_after=True,
                                id_after="CUDA_SUCCESS")),
              in_repeat(1, edit("cuCtxDestroy after runtime use", "created", allocation_in_created=False))),
-    ]),
+        # recorded now: CuPy's allocation in the primary context in one run
+        both(DESTROYED_NOW,
+             in_repeat(1, edit("cuCtxDestroy after runtime use", "created", allocation_context=PRIMARY))),
+    ], holds_too=[[DESTROYED_NOW]]),
     "refcount.destroy-while-current-elsewhere": Case(F, holds_too=[
         # recorded before the destroyed handle was: B's state after its push names it, in each run its own
         [forget("destroyed while current elsewhere", "created", "handle")],

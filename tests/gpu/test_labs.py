@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctxlab.cli import cli
+from ctxlab.labs.migrate.claims import final_values_right, relay_lost
 from ctxlab.records.files import load_runs
 from tests.gpu.expected import assert_expected, skipped_here
 
@@ -31,7 +32,7 @@ def test_migrate_both_context_kinds(tmp_path):
     summaries = [o for o in run.observations if o.what == "handoffs verified"]
     assert {o.scenario for o in summaries} == {"handoff-primary", "handoff-created"}
     for o in summaries:
-        assert o.value["verified"] == o.value["handoffs"] == 4 * 3 and o.value["final_ok"]
+        assert o.value["handoffs"] == 4 * 3 and not relay_lost(o.value), o.value
         # the relay's threads shared one core, one this child may run on (a Linux GPU runner allows pinning)
         assert o.value["one_core"] is True and isinstance(o.value["core"], int) and o.value["core"] >= 0
     repeats = {o.repeat for o in run.observations if o.scenario == "cupy-caches"}
@@ -44,7 +45,7 @@ def test_migrate_stress_32_threads_1000_rounds(tmp_path):
                           "--repeats", "1")
     assert_expected(run)
     for o in (o for o in run.observations if o.what == "handoffs verified"):
-        assert o.value["verified"] == o.value["handoffs"] == 32_000 and o.value["mismatches"] == 0
+        assert o.value["handoffs"] == 32_000 and not relay_lost(o.value), o.value
     assert run.metrics["primary: verified handoffs/s"] > 0 and run.metrics["primary: bare handoffs/s"] > 0
     assert result.exit_code == 0
 
@@ -59,7 +60,7 @@ def test_migrate_green_context(tmp_path):
     if skipped_here(run, green):  # an H200 with a CUDA 13 driver makes green contexts (its expectations say so)
         return
     (summary,) = [o.value for o in run.observations if o.what == "handoffs verified"]
-    assert summary["verified"] == summary["handoffs"] == 4 * 3 and summary["final_ok"], summary
+    assert summary["handoffs"] == 4 * 3 and not relay_lost(summary), summary
     (sms,) = [o.value for o in run.observations if o.what == "green sm ids"]
     assert 0 < sms["group_sms"] < sms["device_sms"], sms
     assert {o.repeat for o in run.observations if o.scenario == "concurrent-green"} == {0, 1, 2}
@@ -72,7 +73,7 @@ def test_migrate_all_context_kinds(tmp_path):
     summaries = {o.scenario: o.value for o in run.observations if o.what == "handoffs verified"}
     relays = {"handoff-primary", "handoff-created", "handoff-green"}
     assert set(summaries) == relays - skipped_here(run, ["handoff-green"])
-    assert all(v["verified"] == v["handoffs"] and v["final_ok"] for v in summaries.values()), summaries
+    assert not any(relay_lost(v) for v in summaries.values()), summaries
     assert result.exit_code == 0
 
 
@@ -143,4 +144,5 @@ def test_the_relay_counts_and_names_every_mismatch():
     assert summary["handoffs"] == 20 and summary["verified"] == 0 and summary["mismatches"] == 20
     assert summary["first_mismatch"]["check"] == "global left by the previous thread"
     assert summary["first_mismatch"]["seen"] + 1 == summary["first_mismatch"]["expected"]
-    assert summary["final_ok"] is True
+    # the device's values stay right: every element gained one a handoff, the global three
+    assert final_values_right(summary) and summary["final"]["element_added_min"] == 20, summary

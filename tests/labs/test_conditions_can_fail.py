@@ -30,7 +30,14 @@ missing-version default, an evidence text): 0 unexplained, 58 equivalent, 17 sti
 witness's boundary and three refcount helpers). Then cases for each (the memory witness alone at exactly the
 growth that counts, refcount's runs recorded before the destroyed handle was, one release beyond the lab's, a
 trail as long as the releases, three releases with the context gone after two, each sign of a valid pointer
-alone): 708 mutants in 59 claims, 0 survivors, 59 equivalent.
+alone): 708 mutants in 59 claims, 0 survivors, 59 equivalent. Then the relay's final read-back judged in the
+claim (``final_values_right``, no longer the child's ``final_ok``) and the helpers of helpers reached: 722
+mutants, 1 survivor (an evidence phrase, listed); with cases for each sign of a lost relay alone and each final
+value off by one: 722 mutants in 59 claims, 0 survivors, 60 equivalent. Then the comparisons the children made
+and recorded as booleans moved into the claims (``ctxlab.claim.decided``, a recording made before reading the
+child's own answer; a helper passed by name reached as one called): 763 mutants, 45 survivors in 18 claims
+before new cases; with cases recorded as the children record now (both sides, no answer of their own), each
+side moved alone: 763 mutants in 59 claims, 0 survivors, 60 equivalent.
 """
 from __future__ import annotations
 
@@ -160,6 +167,10 @@ EQUIVALENT.update({
     ('modules.library-lazy-at-first-use', 'helper _witnessed: cupti is True -> cupti is not True'): _CUPTI_TEXT,
     ('modules.module-load-is-immediate', 'helper _witnessed: cupti is True -> cupti is not True'): _CUPTI_TEXT,
     ('refcount.primary-count', 'helper _count_trail: all -> any in all(trail)'): _SHORT_TRAIL,
+    # reached once helpers of helpers were (issue 36: relay_lost calls final_values_right)
+    ('modules.module-load-is-immediate', "helper _steps: or -> and in ', then '.join(steps) or 'no step'"):
+        "_steps writes the steps a witness saw as a phrase for the evidence; with no step it reads 'no step', "
+        "mutated '' (or the empty list): the expectation compares the steps themselves, never this phrase",
 })
 
 
@@ -422,21 +433,39 @@ def swap(root: ast.AST, site: tuple[int, str, int]) -> tuple[ast.AST, str]:
 
 
 def helpers(fn: Callable, skip: set[int]) -> list[tuple[str, Callable]]:
-    """(name, function) of the functions of ``fn``'s own module that ``fn`` calls by name outside ``skip`` (what
-    only the evidence shows): the helpers a verdict depends on (``_pointer_valid``, ``_witnessed``, ...)."""
+    """(name, function) of the functions of ``fn``'s own module that ``fn`` calls or passes by name outside
+    ``skip`` (what only the evidence shows): the helpers a verdict depends on (``_pointer_valid``, ``_witnessed``,
+    a comparison handed to ``ctxlab.claim.decided`` such as ``_current_on_both``, ...)."""
     root, out = function_node(fn), {}
     for node in ast.walk(root):
-        if id(node) in skip or not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+        if id(node) in skip or not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)):
             continue
-        target = fn.__globals__.get(node.func.id)
+        target = fn.__globals__.get(node.id)
         if inspect.isfunction(target) and target.__module__ == fn.__module__ and target is not fn:
-            out.setdefault(node.func.id, target)
+            out.setdefault(node.id, target)
     return list(out.items())
 
 
-def _with_helper(claim, name: str, mutant_tree: ast.AST, helper: Callable):
-    """``claim`` whose expect, precondition and facts call the mutated ``helper`` under ``name``."""
+def reachable_helpers(called: dict[str, Callable]) -> dict[str, Callable]:
+    """``called`` and the helpers of the same module those call, and theirs: a verdict depends on a helper's
+    helper as much (``relay_lost`` calls ``final_values_right``)."""
+    out, todo = dict(called), list(called.values())
+    while todo:
+        helper = todo.pop()
+        for name, target in helpers(helper, evidence_only(function_node(helper), None)):
+            if name not in out:
+                out[name] = target
+                todo.append(target)
+    return out
+
+
+def _with_helper(claim, name: str, mutant_tree: ast.AST, helper: Callable, chain: dict[str, Callable]):
+    """``claim`` whose expect, precondition and facts call the mutated ``helper`` under ``name``, directly or
+    through the other helpers of ``chain`` (each rebuilt to look its callees up where the mutant is)."""
     namespace = dict(helper.__globals__)
+    for other_name, other in chain.items():
+        if other_name != name and other.__globals__ is helper.__globals__:
+            namespace[other_name] = rebuild(other, function_node(other), namespace)
     namespace[name] = rebuild(helper, mutant_tree, namespace)  # type: ignore[arg-type]
     fields = {field: rebuild(fn, function_node(fn), namespace) for field in ("expect", "precondition", "facts")
               if (fn := getattr(claim, field)) is not None and fn.__globals__ is helper.__globals__}
@@ -468,12 +497,13 @@ def mutants(claim) -> Iterator[tuple[str, object]]:
             yield named(f"{field}: {what}"), dataclasses.replace(claim, **{field: rebuild(fn, tree)})
         if field != "expect":
             called.update(helpers(fn, skip))
-    for name, helper in called.items():
+    chain = reachable_helpers(called)
+    for name, helper in chain.items():
         root = function_node(helper)
         changed = [mutate(root, site, True) for site in sites(root, True)]
         changed += [swap(root, site) for site in swap_sites(root, evidence_only(root, None))]
         for tree, what in changed:
-            yield named(f"helper {name}: {what}"), _with_helper(claim, name, tree, helper)
+            yield named(f"helper {name}: {what}"), _with_helper(claim, name, tree, helper, chain)
 
 
 # ---------------------------------------------------------------- judging a mutant

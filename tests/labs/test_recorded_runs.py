@@ -7,6 +7,7 @@ breaks the recorded observations and expects the verdict to follow.
 import pytest
 
 import ctxlab
+from ctxlab.labs.migrate.claims import relay_lost
 from ctxlab.records.model import Observation
 from tests.conftest import RESULTS
 
@@ -54,7 +55,7 @@ def test_stress_run_verified_every_handoff():
     assert len(summaries) == 2
     for s in summaries:
         assert s["threads"] == 32 and s["rounds"] == 1000
-        assert s["verified"] == s["handoffs"] == 32_000 and s["mismatches"] == 0 and s["final_ok"]
+        assert s["handoffs"] == 32_000 and not relay_lost(s), s
 
 
 def test_traced_lab_steps_carry_their_driver_calls():

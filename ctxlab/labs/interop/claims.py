@@ -163,7 +163,7 @@ def facts_exchange(producer: str, consumer: str) -> Callable[[Observations], dic
         reads = [v["read"] for v in found]
         return {"producer": TITLES[producer], "consumer": TITLES[consumer], "handovers": len(found),
                 "threads": spread(v["thread"] for v in found),
-                "same": sum(1 for v in found if v["same_pointer"]),
+                "same": sum(1 for v in found if v["producer_pointer"] == v["consumer_pointer"]),
                 "in_primary": sum(1 for v in found if v["pointer_context"] and v["pointer_context"] == v["primary"]),
                 "reads": spread(reads), "correct": sum(1 for r in reads if r == "correct"),
                 "silent_wrong": silent_wrong(reads), "how": found[0]["how"],

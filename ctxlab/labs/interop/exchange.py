@@ -104,11 +104,11 @@ def _handover(consumer: str, protocol: str, produced: tuple, device: int, ordere
         else:
             y, read = _consume(consumer, protocol, x, device)
     except Exception as exc:
-        return {"read": status_name(exc)[:300], "same_pointer": False, "pointer_context": None,
-                "producer_pointer": _pointer(producer, x), "consumer_pointer": None}
+        return {"read": status_name(exc)[:300], "pointer_context": None, "producer_pointer": _pointer(producer, x),
+                "consumer_pointer": None}
     got = checked(read, N * K)
     px, py = _pointer(producer, x), _pointer(consumer, y)
-    return {"read": got, "same_pointer": px == py, "producer_pointer": px, "consumer_pointer": py,
+    return {"read": got, "producer_pointer": px, "consumer_pointer": py,
             "pointer_context": owner_context(py), "keep": (x, y), **interface}
 
 

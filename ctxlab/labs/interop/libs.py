@@ -18,7 +18,7 @@ from ctxlab.cuda.environment import cupy_distribution, package_version
 from ctxlab.cuda.outcome import attempt, checked
 from ctxlab.labs.common import context_state
 from ctxlab.labs.interop.names import DISTRIBUTIONS
-from ctxlab.labs.interop.under_claims import IOTA, SUM, N
+from ctxlab.labs.interop.under_claims import IOTA, SUM, N, which
 
 
 class Missing(Exception):
@@ -276,16 +276,6 @@ def make(lib: str, device: int) -> Made:
 
 
 # ---------------------------------------------------------------- under a created or green context
-
-def which(context_id: int | None, ids: dict[str, int | None]) -> str:
-    """A context named by what it is here: ``ids`` maps a name ("the created context"...) to its cuCtxGetId."""
-    if context_id is None:
-        return "none"
-    for name, known in ids.items():
-        if known is not None and known == context_id:
-            return name
-    return f"another context (id {context_id})"
-
 
 def _current_id() -> int | None:
     found = drv.outcome(drv.current)

@@ -25,10 +25,9 @@ from ctxlab.labs.interop.libs import (
     owner_of,
     primary_of,
     version_of,
-    which,
 )
 from ctxlab.labs.interop.names import ENV, LIBRARIES
-from ctxlab.labs.interop.under_claims import CONTEXT_NAMES, KINDS, SUM, N
+from ctxlab.labs.interop.under_claims import CONTEXT_NAMES, KINDS, SUM, N, which
 from ctxlab.labs.migrate.green import SMID_BLOCKS, distinct_sms
 
 
@@ -77,7 +76,7 @@ def under(device: int, kind: str, lib: str) -> dict:
              "primary": primary, "primary_id": primary_id, "call": made.call if made else "-", "alloc": alloc,
              "pointer": made.pointer if made else None, "before_is": which(before, ids),
              "owner_is": owner_of(made.pointer, ids) if made else "none (no allocation)",
-             "after_alloc_is": which(after_alloc, ids), "kernel": kernel, "after_kernel_is": which(after_kernel, ids),
+             "after_alloc_id": after_alloc, "kernel": kernel, "after_kernel_is": which(after_kernel, ids),
              "first_call": first_call, "green": keep_context.info() if keep_context else None})
     return scenario_output(rec)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ctxlab.claim import Claim, Facts, Observations, some
+from ctxlab.claim import Claim, Facts, Observations, decided, some
 from ctxlab.cuda.green import SOURCE_AS_PRIMARY
 from ctxlab.labs.interop.names import CUDA_CORE, JAX_DOC, LIBRARIES, TITLES
 
@@ -31,15 +31,29 @@ TORCH_GREEN = ("PyTorch, torch.cuda.green_contexts.GreenContext (beta): 'Wrapper
                "documented: recorded as observed")
 
 
+def which(context_id: int | None, ids: dict[str, int | None]) -> str:
+    """A context named by what it is here: ``ids`` maps a name ("the created context"...) to its cuCtxGetId (the
+    scenarios name contexts so for the evidence; the claims where a name decides)."""
+    if context_id is None:
+        return "none"
+    for name, known in ids.items():
+        if known is not None and known == context_id:
+            return name
+    return f"another context (id {context_id})"
+
+
 def facts_under(kind: str, lib: str) -> Callable[[Observations], dict]:
     """What ``lib`` did under the created or green context: its allocation's owner, its kernel, the current context."""
 
     def facts(obs: Observations) -> dict:
         v = some(obs, "under context", f"under-{kind}-{lib}")[0].value
+        ids = {CONTEXT_NAMES[kind]: v["context_id"], "the primary context": v["primary_id"]}
+        # decided: recordings made before the scenario recorded the id current after the allocation carry its name
+        after_alloc = decided(v, "after_alloc_is", lambda current: which(current, ids), "after_alloc_id")
         return {"library": TITLES[lib], "version": v.get("version") or "unknown", "context": CONTEXT_NAMES[kind],
                 "context_id": v["context_id"], "primary_id": v["primary_id"], "call": v["call"],
                 "alloc": v["alloc"], "owner_is": v["owner_is"], "before_is": v["before_is"],
-                "after_alloc_is": v["after_alloc_is"], "kernel": v["kernel"],
+                "after_alloc_is": after_alloc, "kernel": v["kernel"],
                 "after_kernel_is": v["after_kernel_is"],
                 "first_call": f"; Device.allocate before set_current(): {v['first_call']}" if v["first_call"] else ""}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxlab.claim import Claim, Inapplicable, MissingObservation, Observations, one, select
+from ctxlab.claim import Claim, Inapplicable, MissingObservation, Observations, decided, one, select
 from ctxlab.cuda.green import SOURCE_EXECUTION_CONTEXT
 from ctxlab.records.model import Observation
 
@@ -103,7 +103,10 @@ def facts_init_device(obs: Observations) -> dict:
 def facts_created(obs: Observations) -> dict:
     """What cudaMalloc and CuPy's first kernel did under a cuCtxCreate context."""
     v = one(obs, "runtime under a created context", "created-first").value
-    return {"in_created": bool(v["allocation_in_created"]), "primary_active": bool(v["primary_active_after_malloc"]),
+    # decided: recordings made before the child recorded the allocation's context carry its allocation_in_created
+    in_created = decided(v, "allocation_in_created", lambda owner, created: owner == created, "allocation_context",
+                         "created")
+    return {"in_created": bool(in_created), "primary_active": bool(v["primary_active_after_malloc"]),
             "before_id": v["current_id_before_kernel"], "after_id": v["current_id_after_kernel"],
             "primary_after_kernel": _yes(v["primary_active_after_kernel"])}
 
@@ -111,9 +114,13 @@ def facts_created(obs: Observations) -> dict:
 def facts_handle(obs: Observations) -> dict:
     """The runtime's handle as cuCtxGetCurrent and cuDevicePrimaryCtxRetain return it, and driver memory in it."""
     v = one(obs, "handle", "handle").value
+    # decided: recordings made before the child recorded both sides carry its own comparisons
+    read = decided(v, "driver_data_read_by_cupy", lambda wrote, seen: seen == wrote, "driver_wrote", "cupy_read")
+    in_primary = decided(v, "pointer_context_is_primary", lambda owner, primary: owner == primary,
+                         "pointer_context", "primary_retain")
     return {"current": _handle(v["current"]), "retained": _handle(v["primary_retain"]),
             "same": bool(v["current"]) and v["current"] == v["primary_retain"],
-            "read": bool(v["driver_data_read_by_cupy"]), "in_primary": bool(v["pointer_context_is_primary"])}
+            "read": bool(read), "in_primary": bool(in_primary)}
 
 
 def facts_new_thread(obs: Observations) -> dict:
@@ -154,7 +161,14 @@ def facts_calls_beneath(obs: Observations) -> dict:
 def facts_green_runtime(obs: Observations) -> dict:
     """Where cudaMalloc allocated with a green context current, and what CuPy's first kernel left current."""
     v = one(obs, "runtime under a green context", "green-runtime").value
-    return {**v, "runtime_owner": "the green context's" if v["runtime_owner_id"] == v["green_id"] else
+    # decided: recordings made before the child recorded the handles carry its own same_owner and
+    # current_after_malloc_is_green
+    return {**v, "same_owner": decided(v, "same_owner", lambda runtime, driver: runtime == driver,
+                                       "runtime_owner_context", "driver_owner_context"),
+            "current_after_malloc_is_green": decided(v, "current_after_malloc_is_green",
+                                                     lambda current, green: current == green,
+                                                     "current_after_malloc", "green"),
+            "runtime_owner": "the green context's" if v["runtime_owner_id"] == v["green_id"] else
             "the primary context's" if v["runtime_owner_id"] == v["primary_id"] else
             f"context id {v['runtime_owner_id']}'s"}
 

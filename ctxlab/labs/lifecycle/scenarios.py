@@ -117,7 +117,7 @@ def created_first(device: int) -> dict:
     total = int((cupy.arange(100) * 2).sum())
     kernel = s.after("first CuPy kernel", result=total)
     s.rec.add("summary", "runtime under a created context",
-              {"allocation_in_created": drv.pointer_context(ptr) == created,
+              {"allocation_context": drv.pointer_context(ptr), "created": created,
                "primary_active_after_malloc": malloc["primary_active"],
                "current_id_before_kernel": before.id, "current_id_after_kernel": kernel["current_id"],
                "primary_active_after_kernel": kernel["primary_active"]})
@@ -140,8 +140,8 @@ def handle(device: int) -> dict:
     seen = cupy.ndarray((16,), dtype=cupy.int64, memptr=cupy.cuda.MemoryPointer(memory, 0)).get()
     s.rec.add("driver", "handle", {"current": after["current"], "primary_retain": primary,
                                    "current_is_primary": after["current"] == primary,
-                                   "driver_data_read_by_cupy": bool((seen == values).all()),
-                                   "pointer_context_is_primary": drv.pointer_context(ptr) == primary})
+                                   "driver_wrote": values.tolist(), "cupy_read": seen.tolist(),
+                                   "pointer_context": drv.pointer_context(ptr)})
     drv.primary_release(device)
     return s.output()
 
@@ -231,8 +231,8 @@ def green_runtime(device: int) -> dict:
               {"green_id": drv.context_id(green.handle), "primary_id": drv.context_id(primary),
                "driver_owner_id": drv.outcome(drv.context_id, driver_owner).get("value"),
                "runtime_owner_id": drv.outcome(drv.context_id, runtime_owner).get("value"),
-               "same_owner": runtime_owner == driver_owner,
-               "current_after_malloc_is_green": malloc["current"] == green.handle,
+               "runtime_owner_context": runtime_owner, "driver_owner_context": driver_owner,
+               "current_after_malloc": malloc["current"], "green": green.handle,
                "current_id_after_kernel": after["current_id"], "kernel": kernel})
     drv.set_current(0)
     return s.output()

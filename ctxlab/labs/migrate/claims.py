@@ -3,7 +3,7 @@ templates. Pure: no CUDA."""
 
 from __future__ import annotations
 
-from ctxlab.claim import Claim, Observations, hexed, one, repeats, select, silent_wrong, some, spread
+from ctxlab.claim import Claim, Observations, decided, hexed, one, repeats, select, silent_wrong, some, spread
 from ctxlab.cuda.green import SOURCE_AS_PRIMARY, SOURCE_ONE_THREAD, SOURCE_PARTITION
 
 NAME = "migrate"
@@ -44,15 +44,31 @@ def _within(obs: Observations, scenarios: tuple[str, ...]) -> list:
     return [o for o in obs if o.scenario in scenarios]
 
 
+def final_values_right(summary: dict) -> bool:
+    """Whether a relay's read-back at the end is what its handoffs added: every element 1 more and the global
+    ``GLOBAL_STEP`` more for each handoff. The relay records what it read (relay.py's finish); deciding is here.
+    A relay recorded before it did carries ``final_ok``, its own comparison, which is read instead."""
+    if "final" not in summary:
+        return bool(summary["final_ok"])
+    final, handoffs = summary["final"], summary["handoffs"]
+    if not final:  # the relay never read back
+        return False
+    return (final["element_added_min"] == final["element_added_max"] == handoffs
+            and final["global"] == GLOBAL_START + GLOBAL_STEP * handoffs)
+
+
+def relay_lost(summary: dict) -> bool:
+    """A relay is lost on any mismatch, any handoff not verified, or a wrong final value."""
+    return bool(summary["mismatches"]) or summary["verified"] != summary["handoffs"] or not final_values_right(summary)
+
+
 def _facts_state_travels(obs, scenarios: tuple[str, ...] = HANDOFF):
     summaries = some(_within(obs, scenarios), "handoffs verified")
-    # A relay is lost on a mismatch or a wrong final value; a handoff is unverified only if one of its checks
-    # mismatched (relay.py), so no relay lost means every handoff verified and no mismatch anywhere.
-    lost = [o for o in summaries if o.value["mismatches"] or not o.value["final_ok"]]
+    lost = [o for o in summaries if relay_lost(o.value)]
     return {"verified": sum(o.value["verified"] for o in summaries),
             "handoffs": sum(o.value["handoffs"] for o in summaries),
             "mismatches": sum(o.value["mismatches"] for o in summaries), "kinds_lost": len(lost),
-            "final_ok": sum(bool(o.value["final_ok"]) for o in summaries), "kinds": len(summaries),
+            "final_ok": sum(final_values_right(o.value) for o in summaries), "kinds": len(summaries),
             "per_kind": ", ".join(f"{o.scenario}: {o.value['verified']} of {o.value['handoffs']}" for o in summaries),
             "first": next((o.value["first_mismatch"] for o in lost if o.value["first_mismatch"]), "none")}
 
@@ -63,11 +79,25 @@ def _facts_pointer_context(obs):
     return {"allocations": len(allocs), "elsewhere": len(other), "example": other[0] if other else "none"}
 
 
+def _current_on_both(threads: dict, still: int, context: int) -> bool:
+    """The context made was current on both threads after their driver work, and still on the first at the check."""
+    return threads["A"]["current"] == threads["B"]["current"] == still == context
+
+
+def _worked_on_both(threads: dict, context: int, global_value: int) -> bool:
+    """Both threads' cuMemAlloc belongs to the context made, and both increments reached its global (set to 0)."""
+    return all(t["ok"] and t["pointer_context"] == context for t in threads.values()) and global_value == 2
+
+
 def _facts_several_threads(obs):
-    both = some(obs, "current on two threads")
-    return {"kinds": len(both), "current_on_both": sum(bool(o.value["both_current"]) for o in both),
-            "worked_on_both": sum(bool(o.value["both_worked"]) for o in both),
-            "globals": ", ".join(f"{o.value['kind']}: {o.value['global']}" for o in both)}
+    both = [o.value for o in some(obs, "current on two threads")]
+    # decided: recordings made before the check recorded the threads carry the child's both_current and both_worked
+    return {"kinds": len(both),
+            "current_on_both": sum(bool(decided(v, "both_current", _current_on_both, "threads", "still", "context"))
+                                   for v in both),
+            "worked_on_both": sum(bool(decided(v, "both_worked", _worked_on_both, "threads", "context", "global"))
+                                  for v in both),
+            "globals": ", ".join(f"{v['kind']}: {v['global']}" for v in both)}
 
 
 def _facts_cupy_current(obs):
@@ -86,10 +116,12 @@ def _facts_cupy_current(obs):
 
 def _facts_runtime_binds_primary(obs):
     found = some(obs, "runtime call without context")
+    # the handles compared are cuCtxGetCurrent's after cudaMalloc, cuDevicePrimaryCtxRetain's and the allocation's
+    # owner (CU_POINTER_ATTRIBUTE_CONTEXT), each recorded: the comparisons are the claim's
     return {"threads": len(found),
-            "bound_primary": sum(bool(o.value["bound_primary"]) for o in found),
-            "in_primary": sum(bool(o.value["allocation_in_primary"]) for o in found),
-            "in_owner_context": sum(bool(o.value["allocation_in_owner"]) for o in found
+            "bound_primary": sum(1 for o in found if o.value["current_after"] == o.value["primary"]),
+            "in_primary": sum(1 for o in found if o.value["pointer_context"] == o.value["primary"]),
+            "in_owner_context": sum(o.value["pointer_context"] == o.value["owner_context"] for o in found
                                     if o.scenario == "unbound-created"),
             "devices": ", ".join(f"{o.scenario}: device {o.value['runtime_device']} (owner on "
                                  f"{o.value['owner_device']})" for o in found)}
@@ -122,7 +154,8 @@ def _facts_cupy_kernels(obs):
 
 def _facts_address_space(obs):
     v = one(obs, "cross-context dereference", "cross-context").value
-    return {**v, "value_read": hexed(v["value_read"]), "value_written": hexed(v["value_written"])}
+    return {**v, "read_ok": v["value_read"] == v["value_written"], "value_read": hexed(v["value_read"]),
+            "value_written": hexed(v["value_written"])}
 
 
 # ---------------------------------------------------------------- green contexts (--context green or all)

@@ -77,11 +77,10 @@ def concurrent(device: int, kind: str) -> dict:
         return ctx
 
     def a_check(ctx):
-        still = drv.current().handle
-        both = s["A"]["current"] == s["B"]["current"] == still == s["ctx"]
-        worked = all(s[t]["ok"] and s[t]["pointer_context"] == s["ctx"] for t in "AB") and \
-            s["probe"].read_global() == 2
-        rec.add("check", "current on two threads", {"both_current": both, "both_worked": worked, "kind": kind,
+        # What migrate.current-on-several-threads compares: each thread's current context and its allocation's
+        # (its driver work), A's current context now, the context made, the global after both increments.
+        rec.add("check", "current on two threads", {"kind": kind, "threads": {t: s[t] for t in "AB"},
+                                                    "still": drv.current().handle, "context": s["ctx"],
                                                     "global": s["probe"].read_global()})
         return ctx
 
@@ -123,8 +122,7 @@ def unbound(device: int, kind: str) -> dict:
         rec.add("runtime", "runtime call without context",
                 {"call": "cudaMalloc", "current_after": after.handle, "primary": primary,
                  "runtime_device": runtime_device, "owner_device": device,
-                 "pointer_context": ptr_ctx, "owner_context": s["ctx"], "bound_primary": after.handle == primary,
-                 "allocation_in_primary": ptr_ctx == primary, "allocation_in_owner": ptr_ctx == s["ctx"]})
+                 "pointer_context": ptr_ctx, "owner_context": s["ctx"]})
         cupy.cuda.runtime.free(ptr)
         return None
 
@@ -231,8 +229,7 @@ def cross_context(device: int) -> dict:
         outcome = exc.name
     rec.add("reader", "cross-context dereference",
             {"owner_context_id": drv.context_id(owner), "reader_context_id": drv.context_id(reader),
-             "outcome": outcome, "value_written": written, "value_read": value,
-             "read_ok": value == written})
+             "outcome": outcome, "value_written": written, "value_read": value})
     return scenario_output(rec)
 
 

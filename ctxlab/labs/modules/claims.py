@@ -11,6 +11,7 @@ from ctxlab.claim import (
     Facts,
     Inapplicable,
     Observations,
+    decided,
     one,
     repeats,
     select,
@@ -133,12 +134,15 @@ def _facts_default_mode(obs: Observations) -> dict:
 
 def _facts_per_context(obs: Observations) -> dict:
     v = {**WRITTEN, **one(obs, "two contexts", "two-contexts").value}  # WRITTEN: see there
+    # decided: recordings made before the scenario recorded both functions carry its own functions_differ
+    differ = decided(v, "functions_differ", lambda primary, created: primary != created, "function_primary",
+                     "function_created")
     return {"wrote_primary": v["wrote_primary"], "wrote_created": v["wrote_created"],
             "module_primary": _hex(v["module_primary"]), "module_created": _hex(v["module_created"]),
             "global_primary": _hex(v["global_primary"]), "global_created": _hex(v["global_created"]),
-            "functions": "differ" if v["functions_differ"] else "are the same",
+            "functions": "differ" if differ else "are the same",
             "read_primary": v["read_primary"], "read_created": v["read_created"],
-            "apart": (v["module_primary"] != v["module_created"] and v["functions_differ"]
+            "apart": (v["module_primary"] != v["module_created"] and differ
                       and v["global_primary"] != v["global_created"]
                       and (v["read_primary"], v["read_created"]) == (v["wrote_primary"], v["wrote_created"]))}
 

@@ -117,7 +117,7 @@ def two_contexts(device: int) -> dict:
     read_a = a.read_global()
     rec.add("both", "two contexts", {"module_primary": int(a.module), "module_created": int(b.module),
                                      "modules_differ": int(a.module) != int(b.module),
-                                     "functions_differ": int(a.add_fn) != int(b.add_fn),
+                                     "function_primary": int(a.add_fn), "function_created": int(b.add_fn),
                                      "global_primary": a.global_address, "global_created": b.global_address,
                                      "globals_differ": a.global_address != b.global_address,
                                      "wrote_primary": WRITE_PRIMARY, "wrote_created": WRITE_CREATED,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxlab.claim import Claim, Inapplicable, Observations, one, repeats, silent_wrong, some, spread
+from ctxlab.claim import Claim, Inapplicable, Observations, decided, one, repeats, silent_wrong, some, spread
 
 NAME = "peer"
 VALUE = 0x0DE1_1CA7_0001  # what P's memory holds (a kernel or copy that gets it read the right memory)
@@ -62,12 +62,15 @@ def _facts_follows(obs: Observations) -> dict:
     found = some([o for o in obs if o.scenario in HANDOFF], "peer after handoff")
     # The threads are the recorder's: the thread each observation was made on (looked up for found's scenarios only).
     enabled_on: dict[str | None, str] = {o.scenario: o.thread for o in obs if o.what == "peer enabled"}
+    # T2's current context against A's handle; recordings made before T2 recorded both carry its current_is_a
+    on_a = [decided(o.value, "current_is_a", lambda current, a: current == a, "current", "a") for o in found]
     return {"kinds": len(found),
             "detail": "; ".join(f"{_kind(o)}: enabled on {enabled_on.get(o.scenario, 'no thread recorded')}, used "
-                                f"on {o.thread} (current: {'A' if o.value['current_is_a'] else 'not A'}): kernel "
-                                f"read {o.value['kernel']}, enable again {o.value['enable_again']}" for o in found),
-            "moved": all(enabled_on.get(o.scenario) not in (None, o.thread) and o.value["current_is_a"]
-                         for o in found),
+                                f"on {o.thread} (current: {'A' if is_a else 'not A'}): kernel "
+                                f"read {o.value['kernel']}, enable again {o.value['enable_again']}"
+                                for o, is_a in zip(found, on_a, strict=True)),
+            "moved": all(enabled_on.get(o.scenario) not in (None, o.thread) and is_a
+                         for o, is_a in zip(found, on_a, strict=True)),
             "kernels_correct": all(o.value["kernel"] == "correct" for o in found),
             "still_enabled": all(o.value["enable_again"] == ALREADY for o in found)}
 

@@ -127,7 +127,7 @@ def handoff(device: int, kind: str) -> dict:
 
     def t2(_):
         drv.push(s["a"])
-        value = {"kind": kind, "current_is_a": drv.current().handle == s["a"],
+        value = {"kind": kind, "current": drv.current().handle, "a": s["a"],
                  "kernel": checked(lambda: _kernel_read(s["probe"], s["src"]), VALUE),
                  "memcpy_peer": checked(lambda: _copy_peer(s["a"], s["src"], s["p"]), VALUE),
                  "dtod": checked(lambda: _copy_dtod(s["src"]), VALUE)}

@@ -5,7 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxlab.claim import Claim, MissingObservation, Observations, one, repeats, select, silent_wrong, some, spread
+from ctxlab.claim import (
+    Claim,
+    MissingObservation,
+    Observations,
+    decided,
+    one,
+    repeats,
+    select,
+    silent_wrong,
+    some,
+    spread,
+)
 from ctxlab.cuda.green import SOURCE_AS_PRIMARY, SOURCE_RETAINS
 from ctxlab.records.model import Observation
 
@@ -192,7 +203,10 @@ def facts_runtime_does_not_retain(obs: Observations) -> dict:
     gone = sum(1 for v in found if v["destroy"] == "CUDA_SUCCESS" and not v["alive_after"])
     return {"repeats": len(found), "runs": _runs(obs, "created", len(found)), "gone": gone,
             "destroy": spread(v["destroy"] for v in found),
-            "in_created": sum(1 for v in found if v["allocation_in_created"]),
+            # decided: recordings made before the child recorded the allocation's context carry its own answer
+            "in_created": sum(1 for v in found if decided(v, "allocation_in_created",
+                                                          lambda owner, created: owner == created,
+                                                          "allocation_context", "created")),
             "left_current": sum(1 for v in found if v.get("cupy_left_created_current")),
             "id_after": spread(v["id_after"] for v in found), "next_cupy": spread(v["next_cupy"] for v in found)}
 

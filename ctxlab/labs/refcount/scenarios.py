@@ -189,14 +189,14 @@ def _runtime_then_destroy(device: int, held: Held, steps) -> None:
     x = cupy.arange(KNOWN, dtype=cupy.int64)
     total = int((x * 2).sum())
     held.pointer = x.data.ptr
-    in_created = drv.pointer_context(x.data.ptr) == ctx
+    owner = drv.pointer_context(x.data.ptr)
     used = steps.after(f"CuPy allocated and ran kernels in the created context (sum {total})")
     if used["current"] != ctx:
         drv.set_current(ctx)  # CuPy's first kernel bound the primary context (see migrate): put ctx back
     destroy = drv.outcome(drv.destroy_context, ctx)["status"]
     after = steps.after(f"cuCtxDestroy: {destroy}")
     steps.rec.add("destroy", "cuCtxDestroy after runtime use",
-                  {"destroy": destroy, "alive_after": _alive(ctx), "allocation_in_created": in_created,
+                  {"destroy": destroy, "alive_after": _alive(ctx), "allocation_context": owner, "created": ctx,
                    "cupy_left_created_current": used["current"] == ctx,
                    "id_after": drv.outcome(drv.context_id, ctx)["status"], "pointer_after": after.get("pointer_status"),
                    "next_cupy": checked(small_sum, SMALL_SUM)})
