@@ -76,6 +76,8 @@ def _stress(folder: str = "wave4-raw") -> dict:
 
 # (document, the text it shows, built from the recording)
 FIGURES: list[tuple[str, Callable[[], str]]] = [
+    ("README.md", lambda: "at {:.3f} (primary)\n  and {:.3f} (created) of the fastest".format(
+        *(_json("speed/relay_vs_native.json")["contexts"][k]["median_ratio"] for k in _KINDS))),
     ("labs/migrate.md", lambda: _relay_row("primary")),
     ("labs/migrate.md", lambda: _relay_row("created")),
     ("labs/migrate.md", lambda: "Against the floor: medians {:.3f} (primary) and {:.3f} (created)".format(
