@@ -37,7 +37,8 @@ value off by one: 722 mutants in 59 claims, 0 survivors, 60 equivalent. Then the
 and recorded as booleans moved into the claims (``ctxlab.claim.decided``, a recording made before reading the
 child's own answer; a helper passed by name reached as one called): 763 mutants, 45 survivors in 18 claims
 before new cases; with cases recorded as the children record now (both sides, no answer of their own), each
-side moved alone: 763 mutants in 59 claims, 0 survivors, 60 equivalent.
+side moved alone: 763 mutants in 59 claims, 0 survivors, 60 equivalent. The relay's read-back then decided
+through ``decided`` as well (its own fallback test gone): 761 mutants in 59 claims, 0 survivors, 60 equivalent.
 """
 from __future__ import annotations
 

@@ -44,17 +44,18 @@ def _within(obs: Observations, scenarios: tuple[str, ...]) -> list:
     return [o for o in obs if o.scenario in scenarios]
 
 
-def final_values_right(summary: dict) -> bool:
-    """Whether a relay's read-back at the end is what its handoffs added: every element 1 more and the global
-    ``GLOBAL_STEP`` more for each handoff. The relay records what it read (relay.py's finish); deciding is here.
-    A relay recorded before it did carries ``final_ok``, its own comparison, which is read instead."""
-    if "final" not in summary:
-        return bool(summary["final_ok"])
-    final, handoffs = summary["final"], summary["handoffs"]
-    if not final:  # the relay never read back
+def _final_right(final: dict | None, handoffs: int) -> bool:
+    """Every element 1 more and the global ``GLOBAL_STEP`` more for each handoff (None: never read back)."""
+    if not final:
         return False
     return (final["element_added_min"] == final["element_added_max"] == handoffs
             and final["global"] == GLOBAL_START + GLOBAL_STEP * handoffs)
+
+
+def final_values_right(summary: dict) -> bool:
+    """Whether a relay's read-back at the end is what its handoffs added. The relay records what it read
+    (relay.py's finish); deciding is here. A relay recorded before it did carries ``final_ok``, its own answer."""
+    return bool(decided(summary, "final_ok", _final_right, "final", "handoffs"))
 
 
 def relay_lost(summary: dict) -> bool:
