@@ -116,6 +116,51 @@ class Hit:
     stack: tuple = ()  # a stack found elsewhere (the fork hook)
     location_from: str = ""
     explains: tuple[dict, ...] = ()  # further calls this finding accounts for, not listed (its blast radius)
+    # the event in the history that made it so (its "because"), and one line saying what it did; a hit with
+    # no cause says why the record holds none in ``cause_missing``
+    cause: dict | None = None
+    cause_what: str = ""
+    cause_missing: str = ""
+
+
+NO_CAUSE = "cause not in the record"
+
+
+@dataclass(frozen=True)
+class Because:
+    """Why a finding holds: the call in the program's history that caused it (what it did, on which thread,
+    from which library, at which user line), or, where no recorded event explains it, a plain statement so."""
+
+    what: str
+    call: str = ""
+    thread: str = ""
+    location: Location | None = None
+    library: str = ""
+    in_record: bool = True
+
+    def __str__(self) -> str:
+        if not self.in_record:
+            return f"because: {self.what}"
+        where = f" at {self.location}" if self.location else ""
+        by = f" ({self.library})" if self.library else ""
+        return f"because: {self.what}{by}{where}"
+
+    def as_dict(self) -> dict:
+        """The JSON fields of this object."""
+        return {"what": self.what, "call": self.call, "thread": self.thread,
+                "location": self.location.as_dict() if self.location else None, "library": self.library,
+                "in_record": self.in_record}
+
+
+def because_of(hit: Hit, stream: Stream) -> Because:
+    """A hit's because: its cause event located at the user's frame (a stack of its own, else the nearest on
+    its thread), or the reason the record holds none."""
+    cause = hit.cause
+    if cause is None:
+        return Because(hit.cause_missing or NO_CAUSE, in_record=False)
+    found = frames(cause.get("stack")) or frames(stream.nearby_stack(cause))
+    return Because(hit.cause_what or f"{call_text(cause)}", call=call_text(cause), thread=thread_of(cause),
+                   location=found[0] if found else None, library=str(cause.get("library") or ""))
 
 
 @dataclass(frozen=True)
@@ -133,6 +178,7 @@ class Finding:
     claim: str
     related: tuple[tuple[str, Location], ...] = ()
     location_missing: str = ""  # why there is no location, when there is none
+    because: Because = Because(NO_CAUSE, in_record=False)
 
     def as_dict(self) -> dict:
         """The JSON fields of this object."""
@@ -141,6 +187,7 @@ class Finding:
                 "location_from": self.location_from, "stack": [f.as_dict() for f in self.stack],
                 "calls": list(self.calls), "claim": self.claim,
                 "related": [{"what": what, "location": loc.as_dict()} for what, loc in self.related],
+                "because": self.because.as_dict(),
                 **({"location_missing": self.location_missing} if self.location is None else {})}
 
 
@@ -286,4 +333,5 @@ def finding(rule, hit: Hit, stream: Stream) -> Finding:
                                    "stack (a thread Python did not start, or one that made no traced call)")
     return Finding(rule=rule.id, severity=rule.severity, message=hit.message, thread=str(hit.event.get("thread", "?")),
                    location=stack[0] if stack else None, location_from=source, stack=stack, calls=calls,
-                   claim=rule.claim, related=tuple(related), location_missing=missing)
+                   claim=rule.claim, related=tuple(related), location_missing=missing,
+                   because=because_of(hit, stream))

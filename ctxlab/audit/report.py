@@ -115,6 +115,7 @@ def render_table(result, screen: Screen | None = None) -> str:
         lines.append(screen.paint(tag, SEVERITY_STYLE.get(f.severity)) + " " + folded[0])
         lines.extend("        " + line for line in folded[1:])
         block(f.message)
+        block(str(f.because))
         if f.calls:
             block(f"calls: {'; '.join(f.calls)}")
         for what, loc in f.related:
