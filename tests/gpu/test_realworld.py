@@ -1,12 +1,13 @@
 """``ctxlab audit`` on the programs of examples/realworld/, each written from a public report: every hazard
 program gets exactly its expected findings (rule, thread, the line marked ``# HAZARD: <rule>``, and for a
-sticky error the line where it surfaced, marked ``# SYMPTOM: sticky-error``), plus the info findings its
-manifest entry lists by rule and thread, and nothing else: any other finding of any severity, another of the
-same rule on another line included, counts against it. Clean programs get only their listed info findings.
-Programs that crash or hang are audited too (with the manifest's time limits), and end as their entry says.
-Programs that need more GPUs than this machine has are skipped with the reason. With CTXLAB_RESULTS set, each
-report and the score table are kept under $CTXLAB_RESULTS/audit/realworld/
-(``benchmarks/realworld_sanitizer.py`` adds compute-sanitizer's column)."""
+sticky error the line where it surfaced, marked ``# SYMPTOM: sticky-error``; where the entry's finding names a
+``cause`` marker, ``# CAUSE: <rule>``, the finding's ``because`` must be located at that line), plus the
+info findings its manifest entry lists by rule and thread, and nothing else: any other finding of any
+severity, another of the same rule on another line or with another cause included, counts against it. Clean
+programs get only their listed info findings. Programs that crash or hang are audited too (with the
+manifest's time limits), and end as their entry says. Programs that need more GPUs than this machine has are
+skipped with the reason. With CTXLAB_RESULTS set, each report and the score table are kept under
+$CTXLAB_RESULTS/audit/realworld/ (``benchmarks/realworld_sanitizer.py`` adds compute-sanitizer's column)."""
 
 import importlib.util
 import json
@@ -65,13 +66,15 @@ def score(entry: dict, doc: dict) -> dict:
     for want in entry["findings"]:
         line = marked_line(entry["program"], want["marker"])
         symptom = symptom_line(entry["program"], want["rule"]) if want["rule"] == "sticky-error" else None
+        cause = marked_line(entry["program"], want["cause"]) if want.get("cause") else None
         hit = next((f for f in left if f["rule"] == want["rule"] and (f.get("location") or {}).get("line") == line
                     and str(f["thread"]).startswith(want["thread"])
-                    and (symptom is None or any(r["location"]["line"] == symptom for r in f.get("related", ())))),
+                    and (symptom is None or any(r["location"]["line"] == symptom for r in f.get("related", ())))
+                    and (cause is None or ((f.get("because") or {}).get("location") or {}).get("line") == cause)),
                    None)
         if hit is not None:
             left.remove(hit)
-        (matched if hit else missed).append({**want, "line": line})
+        (matched if hit else missed).append({**want, "line": line, **({"cause_line": cause} if cause else {})})
     for want in entry.get("info", ()):
         hit = next((f for f in left if f["rule"] == want["rule"] and str(f["thread"]).startswith(want["thread"])),
                    None)
@@ -85,6 +88,7 @@ def score(entry: dict, doc: dict) -> dict:
             "matched": matched, "missed": missed, "extra": extra,
             "found": [{"rule": f["rule"], "severity": f["severity"], "thread": f["thread"],
                        "line": (f.get("location") or {}).get("line"), "location_from": f.get("location_from"),
+                       "because_line": ((f.get("because") or {}).get("location") or {}).get("line"),
                        "calls": f.get("calls", [])[:6]} for f in findings]}
 
 
