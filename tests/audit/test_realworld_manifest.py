@@ -99,8 +99,10 @@ def test_the_scorer_misses_a_finding_at_the_right_line_with_the_wrong_cause(beca
 
 def test_the_scorer_ignores_the_because_where_the_entry_names_no_cause():
     entry = next(e for e in entries() if e["findings"] and all("cause" not in w for w in e["findings"]))
-    doc = {"findings": [finding(w["rule"], marked_line(entry["program"], w["marker"]), None, w["thread"])
-                        for w in entry["findings"]] + [
-        {"rule": i["rule"], "severity": "info", "thread": i["thread"], "location": None} for i in entry.get("info", ())]}
+    found = [finding(w["rule"], marked_line(entry["program"], w["marker"]), None, w["thread"])
+             for w in entry["findings"]]
+    info = [{"rule": i["rule"], "severity": "info", "thread": i["thread"], "location": None}
+            for i in entry.get("info", ())]
+    doc = {"findings": found + info}
     result = score(entry, doc)
     assert result["missed"] == [] and result["extra"] == [], result
