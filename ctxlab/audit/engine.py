@@ -27,10 +27,21 @@ from typing import Any
 from ctxlab.tracing.calls import call_name
 
 OK_STATUSES = frozenset({None, "CUDA_SUCCESS", "cudaSuccess"})
-# Statuses that report a state rather than a failure.
-BENIGN_STATUSES = frozenset({"CUDA_ERROR_NOT_READY", "cudaErrorNotReady", "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
-                             "cudaErrorPeerAccessAlreadyEnabled", "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED",
-                             "cudaErrorPeerAccessNotEnabled", "CUDA_ERROR_NOT_FOUND", "cudaErrorSymbolNotFound"})
+# The one definition of a status that answers a question rather than reports a failure, and the calls whose
+# documentation makes it an answer (name prefixes: _v2, _ptsz and _ptds forms included). The same status from
+# any other call is a failure: NOT_READY from cuEventElapsedTime means the work it needed was not done.
+ANSWERS: dict[str, tuple[str, ...]] = {
+    # "Returns CUDA_SUCCESS if all operations ... have completed, or CUDA_ERROR_NOT_READY if not" (the queries)
+    "CUDA_ERROR_NOT_READY": ("cuStreamQuery", "cuEventQuery"),
+    "cudaErrorNotReady": ("cudaStreamQuery", "cudaEventQuery"),
+    # "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: if direct access ... has already been enabled"
+    "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED": ("cuCtxEnablePeerAccess",),
+    "cudaErrorPeerAccessAlreadyEnabled": ("cudaDeviceEnablePeerAccess",),
+    # "If no variable of that name exists, cuModuleGetGlobal() returns CUDA_ERROR_NOT_FOUND" (a lookup by name;
+    # cuLibraryGetGlobal/GetManaged and cuGetProcAddress document the same answer)
+    "CUDA_ERROR_NOT_FOUND": ("cuModuleGetGlobal", "cuLibraryGetGlobal", "cuLibraryGetManaged", "cuGetProcAddress"),
+    "cudaErrorSymbolNotFound": ("cudaLibraryGetGlobal", "cudaLibraryGetManaged"),
+}
 SEVERITIES = ("error", "warning", "info")
 # Events that are not calls: CUPTI's resource events, and what the audit's hooks observed inside calls
 # (ctxlab.audit.hooks: a kernel argument pointing into another context's memory, a green context's handle).
@@ -47,10 +58,16 @@ def ok_or_pending(event: dict) -> bool:
     return event.get("status") in OK_STATUSES
 
 
+def answered(event: dict) -> bool:
+    """The call's status is an answer its documentation gives (``ANSWERS``): NOT_READY from a query, ..."""
+    calls = ANSWERS.get(str(event.get("status")))
+    return bool(calls) and str(event.get("name", "")).startswith(calls)
+
+
 def failed(event: dict) -> bool:
-    """The call returned an error status (not success, not a state report such as NOT_READY)."""
-    status = event.get("status")
-    return event.get("domain") not in NOT_CALLS and status not in OK_STATUSES and status not in BENIGN_STATUSES
+    """The call returned anything but success or an answer its documentation gives for that call (``ANSWERS``).
+    The one definition of a failing call: the state model's ``failing`` is this function."""
+    return event.get("domain") not in NOT_CALLS and event.get("status") not in OK_STATUSES and not answered(event)
 
 
 def thread_of(event: dict) -> str:

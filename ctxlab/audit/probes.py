@@ -9,6 +9,9 @@ Two kinds of evidence:
   it occurs while the program works as intended. ``tests/gpu/test_realworld.py`` keeps it true on the GPU:
   every entry must occur in its program's audit, and no clean program may have a failing call that is
   neither handled nor catalogued.
+
+A failing call that changes a setting (``SETTINGS``) is never a probe, whatever succeeded around it: the program
+goes on with a setting it did not get.
 """
 
 from __future__ import annotations
@@ -41,6 +44,25 @@ def probe_of(state: CallState, catalogue: tuple[Probe, ...] = PROBES) -> Probe |
     return None
 
 
+# Calls that change a setting of the context, the device or a pool. When one fails the program goes on with a
+# setting it did not get (a stack or heap limit, device flags, a cache or shared memory configuration, a
+# function's attribute, a pool's release threshold), whatever a call around it returned: never a probe.
+SETTINGS = ("cudaDeviceSetLimit", "cuCtxSetLimit", "cudaSetDeviceFlags", "cuDevicePrimaryCtxSetFlags",
+            "cuCtxSetFlags", "cudaDeviceSetCacheConfig", "cuCtxSetCacheConfig", "cudaFuncSetAttribute",
+            "cuFuncSetAttribute", "cudaFuncSetCacheConfig", "cuFuncSetCacheConfig", "cudaFuncSetSharedMemConfig",
+            "cuFuncSetSharedMemConfig", "cudaDeviceSetSharedMemConfig", "cuCtxSetSharedMemConfig",
+            "cudaMemPoolSetAttribute", "cuMemPoolSetAttribute", "cudaDeviceSetMemPool", "cuDeviceSetMemPool",
+            "cuKernelSetAttribute", "cuKernelSetCacheConfig")
+
+
+def is_setting(event: dict) -> bool:
+    """A call that changes a setting (``SETTINGS``)."""
+    return str(event.get("name", "")).startswith(SETTINGS)
+
+
 def is_probe(state: CallState) -> bool:
-    """Whether a failing call was a library's probe: handled beneath a successful call, or catalogued."""
+    """Whether a failing call was a library's probe: handled beneath a successful call, or catalogued; a failing
+    settings call never is (the program goes on without the setting)."""
+    if is_setting(state.event):
+        return False
     return state.handled_by is not None or probe_of(state) is not None

@@ -14,7 +14,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from ctxlab.audit.engine import NOT_CALLS, OK_STATUSES, Stream, end_of, ok_or_pending
+from ctxlab.audit.engine import ANSWERS as ANSWERS  # the one definition of an answer, re-exported
+from ctxlab.audit.engine import Stream, end_of, failed, ok_or_pending
 from ctxlab.audit.facts import Facts, facts
 from ctxlab.audit.hooks import allocation_size
 
@@ -28,9 +29,6 @@ STICKY = frozenset({
     "cudaErrorIllegalAddress", "cudaErrorLaunchTimeout", "cudaErrorHardwareStackError", "cudaErrorIllegalInstruction",
     "cudaErrorMisalignedAddress", "cudaErrorInvalidAddressSpace", "cudaErrorInvalidPc", "cudaErrorLaunchFailure",
     "cudaErrorAssert", "cudaErrorECCUncorrectable"})
-# Answers that report a state, not a failure.
-ANSWERS = frozenset({"CUDA_ERROR_NOT_READY", "cudaErrorNotReady", "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
-                     "cudaErrorPeerAccessAlreadyEnabled"})  # the Driver API documents these as states
 # Runtime calls that return an error made earlier (the thread's last), not a failure of their own.
 ECHOES = ("cudaGetLastError", "cudaPeekAtLastError")
 LAUNCHES = ("cuLaunchKernel", "cuLaunchCooperativeKernel", "cudaLaunchKernel", "cudaLaunchCooperativeKernel",
@@ -43,10 +41,7 @@ RUNTIME_OBJECTS = ("libcudart", "libcuda.so", "nvidia/cuda_runtime", "nvidia/cu1
                    "nvidia/cu12/lib/libcudart")
 
 
-def failing(event: dict) -> bool:
-    """A call that returned anything but success or a state answer (NOT_READY)."""
-    return (event.get("domain") not in NOT_CALLS and event.get("status") not in OK_STATUSES
-            and event.get("status") not in ANSWERS)
+failing = failed  # a call that returned anything but success or its documented answer (engine.ANSWERS)
 
 
 @dataclass
