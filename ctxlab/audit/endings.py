@@ -1,19 +1,47 @@
-"""Predicates about how the program ended: it died by a signal (a segfault, an abort, a SIGKILL), or it hung (it
-ran past the audit's time limit, a thread stayed inside one CUDA call while nothing else progressed, or the
-program ended itself with ``os._exit`` while a thread had been stuck in a CUDA call for seconds).
+"""Predicates about how the program ended: it died by a signal (a segfault, an abort, a SIGKILL), or it hung.
+
+A hang is decided from evidence, however the run ended: a thread was still inside a CUDA call when the program
+ended without returning (the audit's --timeout or --stall, the program's own ``os._exit``, an exit from C such
+as ``faulthandler.dump_traceback_later(..., exit=True)``, a signal: SIGALRM's default action, SIGTERM, SIGKILL,
+an abort from a watchdog), and it had been inside that call for ``STUCK_S`` seconds, or for ``NO_PROGRESS_S``
+while another thread was inside a call too and no call returned elsewhere. A program that returned normally did
+not hang, whatever its daemon threads were inside.
+
+A crash is placed on the thread that received the signal, whichever it is: faulthandler's current thread,
+the program's own ``os.abort``/``os.kill`` (noted with its thread), or, where faulthandler saw no Python thread
+receive it, the thread without Python that made CUDA calls. A thread the program did not start (a library's
+watchdog, CUDA's host-function thread) is named as the OS names it, with its last CUDA calls and the user's
+line that started the work it was doing (the host function's launch, the last call with a Python stack).
 
 They read what the parent saw (``Stream.run``): the flight recorder's slots (the call each thread was inside),
-faulthandler's Python stacks of every thread, and the program's own exits (``os._exit``, ``os.kill``).
+faulthandler's Python stacks of every thread, the OS names of the threads, and the program's own exits.
 """
 
 from __future__ import annotations
 
-from ctxlab.audit.engine import Hit, RunInfo, Stream, place_of
+from ctxlab.audit.engine import Hit, RunInfo, Stream, end_of, place_of
 from ctxlab.audit.failures import kernel_of
 from ctxlab.audit.state import model
 
-STUCK_S = 2.0  # a call in progress this long when the program ended itself counts as stuck
+STUCK_S = 2.0  # a call in progress this long when the program ended without returning counts as stuck
+NO_PROGRESS_S = 1.0  # ... or this long while no call returned on any other thread since it began
 OTHERS_SHOWN = 4
+LAST_CALLS = 3
+# Signals that a fault or an abort raises: a crash. Any other (SIGALRM, SIGTERM, SIGKILL, SIGINT) only ends it.
+CRASH_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT", "SIGSYS", "SIGTRAP"})
+SELF_ENDS = ("os._exit", "os.kill", "os.abort", "signal.raise_signal")
+HOST_FUNCS = ("cuLaunchHostFunc", "cudaLaunchHostFunc", "cudaStreamAddCallback", "cuStreamAddCallback")
+STREAM_SYNCS = ("cuStreamSynchronize", "cudaStreamSynchronize", "cuStreamQuery", "cudaStreamQuery")
+EVENT_SYNCS = ("cuEventSynchronize", "cudaEventSynchronize")
+DEVICE_SYNCS = ("cuCtxSynchronize", "cudaDeviceSynchronize", "cudaThreadSynchronize")
+# Calls that synchronise the device before they do their work (the runtime's and driver's documented implicit
+# synchronisation: freeing memory or a host registration, unloading a module, destroying or resetting)
+IMPLICIT_SYNCS = ("cuMemFree", "cudaFree", "cuMemHostUnregister", "cudaHostUnregister", "cuModuleUnload",
+                  "cuCtxDestroy", "cudaDeviceReset", "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxRelease")
+# Synchronous copies and sets: on the legacy default stream, which first waits for every blocking stream
+LEGACY = ("cuMemcpy", "cudaMemcpy", "cuMemset", "cudaMemset")
+WAITS = ("cuStreamWaitValue", "cuStreamWaitEvent", "cudaStreamWaitEvent", "cuStreamBatchMemOp")
+SYNCED = (*STREAM_SYNCS[:2], *EVENT_SYNCS, *DEVICE_SYNCS)
 
 
 def _thread_of_ident(run: RunInfo, ident: int) -> tuple[int | None, str]:
@@ -35,9 +63,8 @@ def _frames_of(run: RunInfo, tid: int | None) -> list:
     return []
 
 
-def _last_call(s: Stream, tid) -> dict | None:
-    items = [e for e in s.by_tid.get(tid, ()) if e.get("domain") in ("driver", "runtime")]
-    return items[-1] if items else None
+def _calls_of(s: Stream, tid) -> list[dict]:
+    return [e for e in s.by_tid.get(tid, ()) if e.get("domain") in ("driver", "runtime")]
 
 
 def _others(run: RunInfo, but: int | None) -> str:
@@ -59,33 +86,195 @@ def _others(run: RunInfo, but: int | None) -> str:
     return f" Other threads: {'; '.join(parts[:OTHERS_SHOWN])}{more}."
 
 
+def _self_end(run: RunInfo, calls: tuple[str, ...] = SELF_ENDS) -> dict | None:
+    """The program's own last way out (os._exit, os.kill, os.abort, signal.raise_signal), as noted."""
+    return next((x for x in run.exits[::-1] if x.get("call") in calls), None)
+
+
+def _named(run: RunInfo, tid, fallback: str = "?") -> str:
+    """A thread by the name the recording gives it (Python's, else the OS's), else ``fallback``."""
+    known = run.threads.get(tid) if tid is not None else None
+    if known:
+        return known
+    return fallback if fallback and not fallback.startswith("Dummy-") else f"thread {tid}"
+
+
+def ended_without_returning(run: RunInfo) -> bool:
+    """The program did not return by itself: stopped (time limit, no progress, two Ctrl-C), ended with
+    ``os._exit`` or by an exit from C (no result was written), or by a signal before it returned."""
+    how = run.ending.get("how")
+    if how in ("timeout", "stall", "interrupted"):
+        return True
+    if how == "signal":
+        return not run.ending.get("program_ended")  # a crash in the interpreter's exit is no hang
+    if how == "exit":
+        return _self_end(run, ("os._exit",)) is not None or run.ending.get("program_ended") is False
+    return False
+
+
+def _progressed(s: Stream, call) -> bool:
+    """Whether any call on another thread returned after this call began."""
+    return any(end_of(e) > call.since and e.get("tid") != call.tid and e.get("status") is not None
+               for e in s.calls)
+
+
+def stuck_calls(s: Stream, run: RunInfo) -> list:
+    """The calls open at the end that were stuck, by evidence: inside for ``STUCK_S``, or for ``NO_PROGRESS_S``
+    while another thread was inside a call too and no call returned on any other thread since (threads blocked on
+    each other). A call whose time inside is not known is not judged stuck."""
+    out = []
+    for call in run.open_calls:
+        seconds = run.seconds_inside.get(call.tid)
+        if seconds is None:
+            continue
+        blocked = any(c.tid != call.tid for c in run.open_calls) and not _progressed(s, call)
+        if seconds >= STUCK_S or (seconds >= NO_PROGRESS_S and blocked):
+            out.append(call)
+    return out
+
+
+def _crashed(s: Stream, run: RunInfo) -> tuple[int | None, str, list, str]:
+    """The thread that received the fatal signal: (OS id, name, its user frames, how it is known)."""
+    current = next((d.current() for d in run.fatal[::-1] if d.current() is not None), None)
+    note = _self_end(run, ("os.kill", "os.abort", "signal.raise_signal"))
+    if current is not None:
+        tid, name = _thread_of_ident(run, current.ident)
+        frames = current.user_frames()
+        how = ""
+        if tid is None and note is not None and note.get("tid") not in run.idents:
+            tid, how = note.get("tid"), f" (it called {note['call']} itself)"  # a thread Python did not start
+        elif tid is None:
+            tid = _by_frames(s, run, frames)
+            how = " (the thread whose CUDA calls came from the same code)" if tid is not None else ""
+        if tid is not None:
+            name = _named(run, tid, note.get("thread", "?") if note is not None and note.get("tid") == tid else "?")
+        return tid, name, frames, how
+    if note is not None:
+        tid = note.get("tid")
+        return tid, _named(run, tid, str(note.get("thread", "?"))), list(note.get("stack") or []), ""
+    if run.fatal:  # faulthandler ran and no Python thread received the signal: a thread without Python did
+        tid, how = _without_python(s, run)
+        if tid is not None:
+            return tid, _named(run, tid, f"thread {tid}"), [], how
+    return None, "?", [], ""
+
+
+def _by_frames(s: Stream, run: RunInfo, frames: list) -> int | None:
+    """The one thread Python did not name whose recorded calls came from the function this stack entered by (its
+    outermost user frame: a library's thread calling back into Python starts there; ``<module>`` is no clue)."""
+    if not frames or frames[-1][2] == "<module>":
+        return None
+    entry = (frames[-1][0], frames[-1][2])
+    found = {tid for tid, items in s.by_tid.items() if tid not in run.idents
+             and any(e.get("stack") and (e["stack"][-1][0], e["stack"][-1][2]) == entry for e in items)}
+    return found.pop() if len(found) == 1 else None
+
+
+def _without_python(s: Stream, run: RunInfo) -> tuple[int | None, str]:
+    """The thread without Python that made CUDA calls (the one whose last call came last, where several)."""
+    python = {t.ident for d in run.fatal for t in d.threads}
+    ended = {e.get("tid") for e in s.observed if e.get("name") == "THREAD_ENDED"}
+    last: dict = {}
+    for e in s.calls:
+        tid = e.get("tid")
+        if tid not in ended and (tid not in run.idents or run.idents[tid] not in python):
+            last[tid] = max(last.get(tid, 0), end_of(e))
+    for call in run.open_calls:
+        if call.tid not in ended and (call.tid not in run.idents or run.idents[call.tid] not in python):
+            last[call.tid] = max(last.get(call.tid, 0), call.since)
+    if not last:
+        return None, ""
+    tid = max(last, key=lambda t: last[t])
+    if len(last) == 1:
+        return tid, " (no Python thread received it; this is the only thread without Python that made CUDA calls)"
+    return tid, (f" (no Python thread received it; of the {len(last)} threads without Python that made CUDA calls, "
+                 f"this one made the last)")
+
+
+def _running_host_function(s: Stream, tid, before: int) -> dict | None:
+    """The first host function queued (cuLaunchHostFunc, ...) that no later synchronisation saw finish: the one
+    CUDA's host-function thread was running, where a thread that makes no CUDA calls of its own crashed."""
+    if _calls_of(s, tid):
+        return None
+    hosts = [e for e in s.calls if e.get("name", "").startswith(HOST_FUNCS) and e.get("start", 0) <= before
+             and not (e.get("domain") == "driver" and s.enclosing_runtime(e) is not None)]
+    for host in hosts:
+        stream = (host.get("args") or {}).get("stream")
+        done = any(e.get("start", 0) > host.get("start", 0) and e.get("status") in ("CUDA_SUCCESS", "cudaSuccess")
+                   and e.get("context") == host.get("context") and _covers(e, stream) for e in s.calls)
+        if not done:
+            return host
+    return None
+
+
+def _covers(sync: dict, stream) -> bool:
+    """Whether a synchronisation waits for the work of this stream: a device sync, or a sync of that stream."""
+    name = sync.get("name", "")
+    return name.startswith(DEVICE_SYNCS) or (name.startswith(STREAM_SYNCS[:2])
+                                             and (sync.get("args") or {}).get("stream") == stream)
+
+
+def _work_origin(s: Stream, run: RunInfo, tid, calls: list[dict]) -> tuple[dict | None, str]:
+    """For a thread the program did not start: the call with a Python stack that started its work, and a clause
+    that says which it is (its own calls' stack, the Python thread that asked for them, or the last call with a
+    stack on another thread before its first)."""
+    with_stack = [e for e in calls if e.get("stack")]
+    if with_stack:
+        last = with_stack[-1]
+        asked = f", asked for by thread {last['asked_by']}" if last.get("asked_by") else ""
+        return last, f"its last call with a Python stack was {last['name']}{asked}{place_of(last)}"
+    first = calls[0].get("start", 0) if calls else 1 << 62
+    before = [e for e in s.calls if e.get("tid") != tid and e.get("stack") and e.get("start", 0) < first]
+    if before:
+        e = before[-1]
+        return e, (f"the last call with a Python stack before its first was {e['name']} on thread "
+                   f"{_named(run, e.get('tid'), str(e.get('thread', '?')))}{place_of(e)}")
+    return None, ""
+
+
 def program_crashed(s: Stream) -> list[Hit]:
-    """The process died by a signal: where the thread that received it was, and the CUDA call it was inside
-    or made last."""
+    """The process died by a signal: where the thread that received it was (any thread: a library's or CUDA's
+    own, by its OS name), the CUDA call it was inside or made last, and the user's line of its work."""
     run = s.run
     if run is None or run.ending.get("how") != "signal":
         return []
     signal = run.ending.get("signal") or "a signal"
-    current = next((d.current() for d in run.fatal[::-1] if d.current() is not None), None)
-    exit_note = next((x for x in run.exits[::-1] if x.get("call") in ("os.kill", "os.abort", "signal.raise_signal")),
-                     None)
-    tid, name, frames = None, "?", []
-    if current is not None:
-        tid, name = _thread_of_ident(run, current.ident)
-        frames = current.user_frames()
-    elif exit_note is not None:
-        tid, name, frames = exit_note.get("tid"), exit_note.get("thread", "?"), exit_note.get("stack") or []
+    if (signal not in CRASH_SIGNALS and _self_end(run, ("os.kill", "signal.raise_signal")) is None
+            and ended_without_returning(run) and stuck_calls(s, run)):
+        return []  # it only ended the program while threads were stuck: the hang is the report (program-hung)
+    tid, name, frames, known = _crashed(s, run)
     inside = next((c for c in run.open_calls if c.tid == tid), None) if tid is not None else None
-    last = _last_call(s, tid) if tid is not None else None
+    calls = _calls_of(s, tid) if tid is not None else []
+    last = calls[-1] if calls else None
+    note = _self_end(run, ("os.kill", "os.abort", "signal.raise_signal"))
+    foreign = tid is not None and tid not in run.idents  # Python names every thread it starts (its ident)
+    related: list[tuple[str, dict]] = []
     if inside is not None:
         what = f"inside {inside.call}" + (f" (in {inside.inner} beneath it)" if inside.inner != inside.call else "")
         what += _open_state(s, inside)
-    elif exit_note is not None and exit_note.get("tid") == tid:
-        what = f"in {exit_note['call']}({exit_note.get('args', '')}), which the program called itself"
+    elif note is not None and note.get("tid") == tid:
+        what = f"in {note['call']}({note.get('args', '')}), which the program called itself"
     elif last is not None:
         what = f"after its last CUDA call, {last['name']} ({last.get('status')})"
     else:
         what = "with no CUDA call recorded on it"
+    origin = None
+    if foreign:
+        what = f"a thread the program did not start{known}, {what}"
+        earlier = [f"{e['name']} ({e.get('status')})" for e in calls[-LAST_CALLS - 1:-1]]
+        if earlier:
+            what += f", and before it {', '.join(earlier)}"
+        host = _running_host_function(s, tid, 1 << 62)
+        if host is not None:
+            origin = host
+            what += (f"; it was running the host function queued by {host['name']} on thread "
+                     f"{host.get('thread', '?')}{place_of(host)}, the first queued that no synchronisation saw finish")
+            related.append(("host function queued at", host))
+        else:
+            origin, how = _work_origin(s, run, tid, calls)
+            if origin is not None:
+                what += f"; {how}"
+                related.append(("its work started at", origin))
     when = (" during the interpreter's exit, after the program had returned" if run.ending.get("program_ended")
             else "")
     sticky = model(s).sticky
@@ -93,20 +282,22 @@ def program_crashed(s: Stream) -> list[Hit]:
     if sticky:
         first = min(sticky.values(), key=lambda e: e.get("start", 0))
         after = f" It came after a sticky error ({first.get('status')} from {first['name']}), reported apart."
-    if signal == "SIGKILL" and current is None and exit_note is None:  # (two Ctrl-C end as "interrupted")
+    cause = ""
+    if signal == "SIGKILL" and not frames and note is None:  # (two Ctrl-C end as "interrupted")
         cause = " SIGKILL comes from outside the program (a CI or job time limit, the kernel's out-of-memory killer)."
-    else:
-        cause = ""
     if inside is not None:  # the call it died inside is the finding's call
         event = {"tid": tid, "thread": name, "stack": inside.stack or frames, "start": inside.since,
                  "name": inside.inner, "context": inside.context, "domain": "driver"}
     elif frames:
         event = {"tid": tid, "thread": name, "stack": frames, "start": 0}
+    elif origin is not None:  # no Python frame on it: the user's line that started its work
+        event = {"tid": tid, "thread": name, "stack": origin.get("stack") or s.nearby_stack(origin), "start": 0}
     else:
-        event = last or {"tid": tid, "thread": name}
+        event = {**last, "thread": name} if last is not None else {"tid": tid, "thread": name}
     message = (f"the program died by {signal}{when} on thread {name}, {what}: everything recorded up to then is "
                f"reported.{after}{cause}{_others(run, tid)}")
-    return [Hit(event, message, stack=tuple(event.get("stack") or ()), location_from="flight recorder")]
+    return [Hit(event, message, stack=tuple(event.get("stack") or ()), location_from="flight recorder",
+                related=tuple(related))]
 
 
 def _open_state(s: Stream, call) -> str:
@@ -134,37 +325,66 @@ def _open_state(s: Stream, call) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
+def _why(run: RunInfo) -> str:
+    """How the program ended, as the hang report's opening says it."""
+    how, detail = run.ending.get("how"), run.ending.get("detail", "")
+    stuck = "while threads were stuck inside CUDA calls"
+    if how == "timeout":
+        return f"ran past the audit's time limit ({detail})"
+    if how == "stall":
+        return f"made no CUDA progress ({detail})"
+    note = _self_end(run)
+    by = ""
+    if note is not None:
+        frame = (note.get("stack") or [[None, None]])[0]
+        where = f" at {frame[0]}:{frame[1]}" if frame[0] else ""
+        thread = _named(run, note.get("tid"), str(note.get("thread", "?")))
+        by = f" ({note['call']}({note.get('args', '')}) on thread {thread}{where})"
+    if how == "exit":
+        if note is not None and note.get("call") == "os._exit":
+            return f"ended itself with os._exit {stuck}{by}"
+        return (f"ended itself without returning {stuck} (no os._exit was seen: an exit from C, as "
+                f"faulthandler.dump_traceback_later(..., exit=True) makes with _exit)")
+    if how == "interrupted":
+        return f"was interrupted twice (Ctrl-C) and killed {stuck}"
+    signal = run.ending.get("signal") or "a signal"
+    if note is not None and note.get("call") in ("os.kill", "signal.raise_signal", "os.abort"):
+        source = f"sent by the program itself{by}"
+    elif signal == "SIGALRM":
+        source = "its default action: a signal.alarm or setitimer timer with no handler ended the process"
+    elif signal in CRASH_SIGNALS:
+        source = "a crash, reported apart"
+    else:
+        source = "from outside the program (a CI or job time limit, a supervisor) or a timer of its own"
+    return f"was ended by {signal} ({source}) {stuck}"
+
 
 def program_hung(s: Stream) -> list[Hit]:
-    """The run was stopped (time limit, no progress) or ended itself while threads were stuck inside CUDA calls:
-    each such thread, with the call it was inside, for how long, and what it waits for."""
+    """The run was stopped (time limit, no progress), or ended without returning while threads were stuck inside
+    CUDA calls: each such thread, with the call it was inside, for how long, and what it waits for."""
     run = s.run
     if run is None:
         return []
     how = run.ending.get("how")
-    stuck = list(run.open_calls)
-    if how not in ("timeout", "stall"):  # it ended (os._exit, SIGKILL) while threads were stuck in calls
-        if how == "exit" and not any(x.get("call") == "os._exit" for x in run.exits):
+    if how in ("timeout", "stall"):
+        stuck = list(run.open_calls)
+    else:
+        if not ended_without_returning(run):
             return []
-        if how == "signal" and run.ending.get("signal") != "SIGKILL":
-            return []  # a crash: another thread's long call is not what ended it (the crash is reported)
-        if how not in ("exit", "signal"):
-            return []
-        stuck = [c for c in stuck if run.seconds_inside.get(c.tid, 0.0) >= STUCK_S]
+        stuck = stuck_calls(s, run)
+        if how == "signal" and run.ending.get("signal") in CRASH_SIGNALS:
+            crashed = _crashed(s, run)[0]
+            stuck = [c for c in stuck if c.tid != crashed]  # the call it crashed inside is the crash's finding
         if not stuck:
             return []
-    why = {"timeout": f"ran past the audit's time limit ({run.ending.get('detail', '')})",
-           "stall": f"made no CUDA progress ({run.ending.get('detail', '')})",
-           "exit": "ended itself with os._exit while threads were stuck inside CUDA calls",
-           "signal": f"{run.ending.get('detail', 'died by a signal')} while threads were stuck inside CUDA calls"
-           }.get(str(how), "ended")
+    why = _why(run)
     m = model(s)
     hits = []
     for call in stuck:
         seconds = run.seconds_inside.get(call.tid)
         held = (" It held the GIL when it entered the call (CUDA calls do not release it), so no other Python "
                 "thread can run until it returns." if call.held_gil else "")
-        waits = _waits_for(s, m, call)
+        waits, pending = _waits_for(s, m, call)
         frames = call.stack or _frames_of(run, call.tid)
         event = {"tid": call.tid, "thread": call.thread, "stack": frames, "start": call.since,
                  "name": call.inner, "context": call.context, "domain": "driver"}
@@ -173,7 +393,8 @@ def program_hung(s: Stream) -> list[Hit]:
         hits.append(Hit(event, f"the program {why}: thread {call.thread} was inside {call.call}{inner}{long}"
                                f"{_open_state(s, call)}, entered and never returned.{held}{waits}"
                                f"{_others(run, call.tid)}",
-                        stack=tuple(frames), location_from="flight recorder"))
+                        stack=tuple(frames), location_from="flight recorder",
+                        related=tuple(("it waits for", e) for e in pending if e.get("stack"))[:3]))
     if not hits and how in ("timeout", "stall"):
         main = next((t for t, n in run.threads.items() if n == "MainThread"), None)
         frames = _frames_of(run, main)
@@ -183,32 +404,69 @@ def program_hung(s: Stream) -> list[Hit]:
     return hits
 
 
-def _waits_for(s: Stream, m, call) -> str:
-    """What a call stuck in a synchronisation waits for: the work launched before it on its stream or context
-    that was never seen to finish, host functions first (they run on a CUDA thread and may wait themselves)."""
-    name = call.inner if call.inner.startswith(("cuStreamSynchronize", "cudaStreamSynchronize", "cuCtxSynchronize",
-                                                "cudaDeviceSynchronize", "cuEventSynchronize",
-                                                "cudaEventSynchronize")) else call.call
-    if "Synchronize" not in name and "Memcpy" not in name:
-        return ""
+def _scope(s: Stream, call) -> tuple[str, int | None, str]:
+    """What a blocked call waits for: ("stream", the stream, why), ("device", None, why) or ("", None, "")."""
+    inner, outer = call.inner, call.call
+    if inner.startswith(STREAM_SYNCS) and call.inner_arg:
+        return "stream", call.inner_arg, f"{inner} returns when the work queued on stream {call.inner_arg:#x} is done"
+    if inner.startswith(EVENT_SYNCS) and call.inner_arg:
+        record = next((e for e in reversed(s.calls) if e.get("name", "").startswith(("cuEventRecord", "cudaEventRec"))
+                       and (e.get("args") or {}).get("event") == call.inner_arg and e.get("start", 0) < call.since),
+                      None)
+        if record is not None and (record.get("args") or {}).get("stream"):
+            stream = record["args"]["stream"]
+            return "stream", stream, (f"{inner} returns when the work queued on stream {stream:#x} before event "
+                                      f"{call.inner_arg:#x} was recorded{place_of(record)} is done")
+    for name in (outer, inner):
+        if name.startswith(DEVICE_SYNCS):
+            return "device", None, f"{name} returns when all work queued in its context is done"
+        if name.startswith(IMPLICIT_SYNCS) and "Async" not in name:
+            return "device", None, (f"{name} synchronises the device implicitly before it frees or tears down: it "
+                                    f"returns when all work queued in its context is done")
+    for name in (outer, inner):
+        if name.startswith(LEGACY) and "Async" not in name and "_ptds" not in name:
+            return "device", None, (f"{name} is synchronous and runs on the legacy default stream, which first waits "
+                                    f"for the work queued on every blocking stream of its context")
+    if "Synchronize" in outer or "Memcpy" in outer or outer.startswith(("cuLaunch", "cudaLaunch")):
+        return "device", None, ""
+    return "", None, ""
+
+
+def _waits_for(s: Stream, m, call) -> tuple[str, list[dict]]:
+    """What a call stuck in a synchronisation waits for: the work queued before it on its stream or context that
+    was never seen to finish (host functions first: they run on a CUDA thread and may wait themselves; then
+    waits the GPU does on memory or events; then kernels), and why it waits for that."""
+    kind, stream, why = _scope(s, call)
+    if not kind:
+        return "", []
     context = call.context
-    launches = m.launches.get(context, [])
-    synced = m.synced.get(context, [])
-    since = synced[-1] if synced else 0
-    pending = [e for e in launches if e.get("start", 0) >= since and e.get("start", 0) < call.since]
-    hosts = [e for e in s.calls if e.get("name", "").startswith(("cuLaunchHostFunc", "cudaLaunchHostFunc",
-                                                                   "cudaStreamAddCallback", "cuStreamAddCallback"))
-             and e.get("start", 0) >= since and e.get("start", 0) < call.since and (e.get("context") == context)
-             and not (e.get("domain") == "driver" and s.enclosing_runtime(e) is not None)]  # one a launch
+    syncs = [end_of(e) for e in s.calls if e.get("context") == context and e.get("status") in ("CUDA_SUCCESS",
+             "cudaSuccess") and e.get("name", "").startswith(SYNCED) and end_of(e) <= call.since
+             and _covers(e, stream)]
+    since = max(syncs, default=0)
+
+    def queued(e: dict) -> bool:
+        return (since <= e.get("start", 0) < call.since and e.get("context") == context
+                and (stream is None or (e.get("args") or {}).get("stream") == stream)
+                and not (e.get("domain") == "driver" and s.enclosing_runtime(e) is not None))
+
+    hosts = [e for e in s.calls if e.get("name", "").startswith(HOST_FUNCS) and queued(e)]
+    waits = [e for e in s.calls if e.get("name", "").startswith(WAITS) and queued(e)]
+    launches = [e for e in m.launches.get(context, []) if since <= e.get("start", 0) < call.since
+                and (stream is None or (e.get("args") or {}).get("stream") == stream)]
     parts = []
     for host in hosts[-2:]:
-        frame = (host.get("stack") or [[None, None]])[0]
-        where = f" at {frame[0]}:{frame[1]}" if frame[0] else ""
-        parts.append(f"a host function launched with {host['name']} on thread {host.get('thread', '?')}{where} "
-                     f"(it runs on a CUDA thread; if it waits for this thread, a lock it holds, or the GIL, neither "
-                     f"can go on)")
-    for launch in pending[-2:]:
+        parts.append(f"a host function launched with {host['name']} on thread {host.get('thread', '?')}"
+                     f"{place_of(host)} (it runs on a CUDA thread; if it waits for this thread, a lock it holds, or "
+                     f"the GIL, neither can go on)")
+    for wait in waits[-2:]:
+        target = "memory to hold a value" if "Value" in wait["name"] or "Batch" in wait["name"] else "an event"
+        parts.append(f"{wait['name']} on thread {wait.get('thread', '?')}{place_of(wait)} (the stream waits on the GPU "
+                     f"for {target} that something else must set)")
+    for launch in launches[-2:]:
         parts.append(kernel_of(s, launch))
+    pending = [*hosts[-2:], *waits[-2:], *launches[-2:]]
+    said = f" {why}." if why else ""
     if not parts:
-        return ""
-    return f" It waits for work launched before it that never finished: {'; '.join(parts)}."
+        return said, []
+    return f" It waits for work launched before it that never finished: {'; '.join(parts)}.{said}", pending

@@ -61,7 +61,7 @@ def ok_or_pending(event: dict) -> bool:
 def answered(event: dict) -> bool:
     """The call's status is an answer its documentation gives (``ANSWERS``): NOT_READY from a query, ..."""
     calls = ANSWERS.get(str(event.get("status")))
-    return bool(calls) and str(event.get("name", "")).startswith(calls)
+    return calls is not None and str(event.get("name", "")).startswith(calls)
 
 
 def failed(event: dict) -> bool:

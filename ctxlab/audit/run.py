@@ -76,10 +76,14 @@ def _stream(sup: Supervised, forks: list[dict], pinned: dict | None = None) -> t
     hooks = AuditHooks()
     events += hooks.annotate([e for e in events if e.get("domain") == "driver"])
     events.sort(key=lambda e: (e.get("start", 0), -e.get("end", e.get("start", 0))))
-    names = flight.threads if flight is not None else {}
+    names = dict(flight.threads) if flight is not None else {}
+    library_threads = {tid: f"{name} ({tid})" for tid, name in sup.os_threads.items() if tid not in names}
     for seq, e in enumerate(events):
         e["seq"] = seq
-        e.setdefault("thread", names.get(int(e.get("tid") or 0)) or f"thread {e.get('tid')}")
+        tid = int(e.get("tid") or 0)
+        e.setdefault("thread", names.get(tid) or f"thread {e.get('tid')}")
+        if e["thread"] == f"thread {e.get('tid')}" and tid in library_threads:  # a thread Python did not start
+            e["thread"] = library_threads[tid]
     info = RunInfo(ending=sup.ending.as_dict(), exits=exits, fatal=sup.fatal, dumps=sup.dumps, pinned=pinned or {})
     for note in sup.notes:  # threads the child named itself (its main thread), where the recording has none
         if note.get("kind") == "thread" and isinstance(note.get("tid"), int):
@@ -93,6 +97,10 @@ def _stream(sup: Supervised, forks: list[dict], pinned: dict | None = None) -> t
             started = flight.wall(call.since)
             if started:
                 info.seconds_inside[call.tid] = max(0.0, sup.ended_at - started)
+            if call.tid in library_threads and call.thread == f"thread {call.tid}":  # a library's: its OS name
+                call.thread = library_threads[call.tid]
+    for tid, name in library_threads.items():  # threads Python did not start: not in ``idents``
+        info.threads.setdefault(tid, name)
     return Stream(events, forks, exceptions, run=info), hooks
 
 

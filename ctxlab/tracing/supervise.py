@@ -81,6 +81,7 @@ class Supervised:
     unreadable: str = ""  # why there is no flight recording
     folder: str = ""
     ended_at: float = 0.0  # when the parent saw it end, or stopped it (Unix time)
+    os_threads: dict[int, str] = field(default_factory=dict)  # OS thread id -> its OS name (/proc), seen alive
 
 
 def _peek(path: str) -> tuple[int, int, list[tuple[int, int, int]]] | None:
@@ -105,6 +106,40 @@ def _peek(path: str) -> tuple[int, int, list[tuple[int, int, int]]] | None:
         if slot[1]:
             inside.append((slot[0], slot[1], slot[4]))
     return nrecords, heartbeat, inside
+
+
+class OsThreads:
+    """The OS names of the child's threads (``/proc/PID/task/TID/comm``), read while it runs: a thread Python did
+    not start (a library's watchdog, CUDA's host-function thread) is named as its library named it, even after
+    the process is gone. New threads are read at each poll, all of them again every ``RENAMED_POLLS`` (a library
+    names its thread just after starting it)."""
+
+    RENAMED_POLLS = 10
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.names: dict[int, str] = {}
+        self._polls = 0
+
+    def poll(self) -> None:
+        """Read the names of the threads alive now (nothing where /proc is not there)."""
+        folder = f"/proc/{self.pid}/task"
+        try:
+            tids = [int(t) for t in os.listdir(folder) if t.isdigit()]
+        except OSError:
+            return
+        again = self._polls % self.RENAMED_POLLS == 0
+        self._polls += 1
+        for tid in tids:
+            if tid in self.names and not again:
+                continue
+            try:
+                with open(f"{folder}/{tid}/comm") as handle:
+                    name = handle.read().strip()
+            except OSError:
+                continue
+            if name:
+                self.names[tid] = name
 
 
 def child_command(folder: str) -> list[str]:
@@ -202,7 +237,9 @@ def _watch(child: subprocess.Popen, files: FlightFiles, started: float, timeout:
     first_seen: dict[tuple[int, int], float] = {}  # (thread, its call's start) -> when the parent first saw it
     interrupts = 0
     ended_at = 0.0
+    names = OsThreads(child.pid)
     while True:
+        names.poll()
         try:
             child.wait(timeout=POLL_S)
             ended_at = time.time()
@@ -251,7 +288,8 @@ def _watch(child: subprocess.Popen, files: FlightFiles, started: float, timeout:
         unreadable = str(exc)
     return Supervised(ending=ending, flight=flight, result=result, notes=_notes(files.path(NOTES)),
                       fatal=read_dumps(files.path(FATAL)), dumps=read_dumps(files.path(DUMP)),
-                      stopped_calls=stopped_calls, unreadable=unreadable, folder=files.folder, ended_at=ended_at)
+                      stopped_calls=stopped_calls, unreadable=unreadable, folder=files.folder, ended_at=ended_at,
+                      os_threads=names.names)
 
 
 def _stop(child: subprocess.Popen, files: FlightFiles, peek) -> list[dict]:
