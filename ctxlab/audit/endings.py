@@ -75,6 +75,8 @@ def _others(run: RunInfo, but: int | None) -> str:
     parts = []
     for stack in dumps[-1].threads:
         tid, name = _thread_of_ident(run, stack.ident)
+        if tid is None and stack.tid is not None:  # a thread Python did not start, tied to its OS thread
+            tid, name = stack.tid, _named(run, stack.tid, f"thread {stack.tid}")
         if tid == but or name.startswith("ctxlab-"):  # ctxlab's own stack thread
             continue
         frames = stack.user_frames(1) or [[f[0], f[1], f[2]] for f in stack.frames[:1]]
@@ -143,6 +145,8 @@ def _crashed(s: Stream, run: RunInfo) -> tuple[int | None, str, list, str]:
         how = ""
         if tid is None and note is not None and note.get("tid") not in run.idents:
             tid, how = note.get("tid"), f" (it called {note['call']} itself)"  # a thread Python did not start
+        elif tid is None and current.tid is not None:
+            tid, how = current.tid, " (its stack holds the thread id faulthandler gave)"
         elif tid is None:
             tid = _by_frames(s, run, frames)
             how = " (the thread whose CUDA calls came from the same code)" if tid is not None else ""
@@ -268,7 +272,8 @@ def program_crashed(s: Stream) -> list[Hit]:
         if host is not None:
             origin = host
             what += (f"; it was running the host function queued by {host['name']} on thread "
-                     f"{host.get('thread', '?')}{place_of(host)}, the first queued that no synchronisation saw finish")
+                     f"{_named(run, host.get('tid'), str(host.get('thread', '?')))}{place_of(host)}, the first "
+                     f"queued that no synchronisation saw finish")
             related.append(("host function queued at", host))
         else:
             origin, how = _work_origin(s, run, tid, calls)

@@ -101,6 +101,12 @@ def _stream(sup: Supervised, forks: list[dict], pinned: dict | None = None) -> t
                 call.thread = library_threads[call.tid]
     for tid, name in library_threads.items():  # threads Python did not start: not in ``idents``
         info.threads.setdefault(tid, name)
+    known = set(info.idents.values())
+    for dump in [*info.fatal, *info.dumps]:  # a Python stack of a thread Python did not start: its OS thread
+        for stack in dump.threads:
+            if stack.ident not in known and stack.tid is None:
+                stack.tid = next((tid for tid, (low, high) in sup.os_stacks.items() if low <= stack.ident < high),
+                                 None)
     return Stream(events, forks, exceptions, run=info), hooks
 
 

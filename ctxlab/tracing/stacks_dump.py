@@ -21,6 +21,7 @@ class ThreadStack:
     ident: int  # threading.get_ident() of the thread
     current: bool  # the thread that received the signal
     frames: list[list] = field(default_factory=list)  # [file, line, function], innermost first
+    tid: int | None = None  # its OS thread id, where the parent tied it to one (a thread Python did not start)
 
     def user_frames(self, limit: int = 8) -> list[list]:
         """The frames of the user's own code (outside ctxlab, the standard library and site-packages)."""

@@ -82,6 +82,7 @@ class Supervised:
     folder: str = ""
     ended_at: float = 0.0  # when the parent saw it end, or stopped it (Unix time)
     os_threads: dict[int, str] = field(default_factory=dict)  # OS thread id -> its OS name (/proc), seen alive
+    os_stacks: dict[int, tuple[int, int]] = field(default_factory=dict)  # OS thread id -> its stack mapping
 
 
 def _peek(path: str) -> tuple[int, int, list[tuple[int, int, int]]] | None:
@@ -112,17 +113,24 @@ class OsThreads:
     """The OS names of the child's threads (``/proc/PID/task/TID/comm``), read while it runs: a thread Python did
     not start (a library's watchdog, CUDA's host-function thread) is named as its library named it, even after
     the process is gone. New threads are read at each poll, all of them again every ``RENAMED_POLLS`` (a library
-    names its thread just after starting it)."""
+    names its thread just after starting it).
+
+    And each thread's stack mapping (the mapping of ``/proc/PID/maps`` that holds the stack pointer
+    ``/proc/PID/task/TID/syscall`` shows): glibc keeps a thread's ``pthread_t``, which is faulthandler's and
+    threading's thread id, inside its stack mapping, so a Python stack of a thread Python did not start can be
+    tied to its OS thread (``thread_of``)."""
 
     RENAMED_POLLS = 10
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.names: dict[int, str] = {}
+        self.stacks: dict[int, tuple[int, int]] = {}  # OS thread id -> its stack mapping [low, high)
         self._polls = 0
 
     def poll(self) -> None:
-        """Read the names of the threads alive now (nothing where /proc is not there)."""
+        """Read the names of the threads alive now, and the stack mappings of those not placed yet (nothing where
+        /proc is not there)."""
         folder = f"/proc/{self.pid}/task"
         try:
             tids = [int(t) for t in os.listdir(folder) if t.isdigit()]
@@ -133,13 +141,46 @@ class OsThreads:
         for tid in tids:
             if tid in self.names and not again:
                 continue
-            try:
-                with open(f"{folder}/{tid}/comm") as handle:
-                    name = handle.read().strip()
-            except OSError:
-                continue
+            name = _read(f"{folder}/{tid}/comm")
             if name:
                 self.names[tid] = name
+        pointers = {}
+        for tid in tids:
+            if tid not in self.stacks:
+                fields = (_read(f"{folder}/{tid}/syscall") or "").split()
+                if len(fields) >= 3 and fields[-2].startswith("0x"):  # "... sp pc" (not "running")
+                    pointers[tid] = int(fields[-2], 16)
+        if pointers:
+            ranges = _mappings(f"/proc/{self.pid}/maps")
+            for tid, sp in pointers.items():
+                found = next(((low, high) for low, high in ranges if low <= sp < high), None)
+                if found is not None:  # glibc reuses an ended thread's stack for a new one: the new one holds it
+                    for other in [t for t, r in self.stacks.items() if r == found]:
+                        del self.stacks[other]
+                    self.stacks[tid] = found
+
+    def thread_of(self, ident: int) -> int | None:
+        """The OS thread whose stack mapping holds this pthread_t (threading's and faulthandler's thread id)."""
+        return next((tid for tid, (low, high) in self.stacks.items() if low <= ident < high), None)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+def _mappings(path: str) -> list[tuple[int, int]]:
+    out = []
+    for line in _read(path).splitlines():
+        low, _, high = line.partition(" ")[0].partition("-")
+        try:
+            out.append((int(low, 16), int(high, 16)))
+        except ValueError:
+            continue
+    return out
 
 
 def child_command(folder: str) -> list[str]:
@@ -289,7 +330,7 @@ def _watch(child: subprocess.Popen, files: FlightFiles, started: float, timeout:
     return Supervised(ending=ending, flight=flight, result=result, notes=_notes(files.path(NOTES)),
                       fatal=read_dumps(files.path(FATAL)), dumps=read_dumps(files.path(DUMP)),
                       stopped_calls=stopped_calls, unreadable=unreadable, folder=files.folder, ended_at=ended_at,
-                      os_threads=names.names)
+                      os_threads=names.names, os_stacks=names.stacks)
 
 
 def _stop(child: subprocess.Popen, files: FlightFiles, peek) -> list[dict]:
