@@ -6,8 +6,11 @@ Messages are built from the values observed (calls, statuses, threads, handles).
 
 from __future__ import annotations
 
+from ctxlab.audit import causes
+from ctxlab.audit.causes import Cause, missing
 from ctxlab.audit.engine import Hit, Stream, call_text, place_of, thread_of
 from ctxlab.audit.probes import is_probe
+from ctxlab.audit.rules_settings import settings_cause
 from ctxlab.audit.state import STICKY, model
 
 ORIGIN_SHOWN = 4
@@ -76,8 +79,19 @@ def sticky_error(s: Stream) -> list[Hit]:
         else:
             deciding = next((o for o in origins if o.get("stack")), first)
         related = [("surfaced at", first)] + [("also launched before it", o) for o in origins[1:ORIGIN_SHOWN]]
+        if exact is not None and exact.get("event") is not None:
+            because = Cause(deciding, f"{exact['kernel']} faulted (named by a re-run with launches serialised)")
+        elif origins:
+            origin = deciding if deciding in origins else origins[0]
+            newest = "the only launch" if len(origins) == 1 else (
+                "the newest launch" if origin is origins[0] else "a launch")
+            because = Cause(origin, f"{kernel_of(s, origin)} on thread {thread_of(origin)} was {newest} into context "
+                                    f"{ctx:#x} before {first['name']} returned {first.get('status')}"
+                                    + (" (one of several: --pin names the faulting one)" if len(origins) > 1 else ""))
+        else:
+            because = missing(f"no launch into context {ctx:#x} was recorded before the error surfaced")
         hits.append(Hit(deciding, message, calls=(first, *later[:FOLDED_SHOWN]), related=tuple(related),
-                        explains=tuple(later)))
+                        explains=tuple(later), **because.hit_fields()))
     return hits
 
 
@@ -101,8 +115,11 @@ def failed_call(s: Stream) -> list[Hit]:
         beneath = [x for c in calls for x in m.failure_of(c) if x is not c]
         inner = next((x for x in beneath if x.get("domain") == "driver"), None)
         how = f" ({inner['name']} beneath it returned {inner.get('status')})" if inner is not None else ""
+        because = causes.of_state(m, s, state)
+        if because.event is None:
+            because = settings_cause(s, e) or because
         hits.append(Hit(e, f"{name} on thread {thread_of(e)} returned {status}{times}{how}, {who}: "
-                           f"{state.describe()}", calls=tuple(calls), explains=tuple(beneath)))
+                           f"{state.describe()}", calls=tuple(calls), explains=tuple(beneath), **because.hit_fields()))
     return hits
 
 

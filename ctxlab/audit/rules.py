@@ -37,6 +37,7 @@ from ctxlab.audit.rules_context import (
 )
 from ctxlab.audit.rules_handles import handle_from_another_context, non_primary_current, unordered_handover
 from ctxlab.audit.rules_lifetimes import context_leak, stray_context, used_after_teardown
+from ctxlab.audit.rules_settings import setting_changed_under
 
 # The rules below it stand on the calls' own statuses and parameters: no lab claim demonstrates them.
 NO_CLAIM = ""
@@ -254,6 +255,17 @@ RULES: tuple[Rule, ...] = (
          NO_CLAIM, launch_config,
          "Reads grid, block and shared memory of cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and "
          "cudaLaunchKernel (a grid's depth is not kept)."),
+    Rule("setting-changed-under", "warning", "A context- or process-wide setting changed under another library",
+         "Limits (cuCtxSetLimit, cudaDeviceSetLimit: stack size, printf FIFO, malloc heap, persisting L2), device and "
+         "context flags, the cache and shared memory configuration and memory pool attributes (the release "
+         "threshold) are shared by every library and thread using the context or pool. One library changing what "
+         "another set, or relied on, changes how the other's kernels, synchronisations and allocations behave: a "
+         "kernel that runs out of stack or heap, a pool that keeps or releases memory, a sync that spins or blocks.",
+         NO_CLAIM, setting_changed_under,
+         "Follows the settings made while tracing through the calls named, by their kept parameters; settings made "
+         "before tracing began, per-function attributes, and CUDA_VISIBLE_DEVICES changed after CUDA started (the "
+         "child does not watch os.environ) are not seen. A change under another that only relied on the old value "
+         "is reported where a call of the other that depends on it failed after the change."),
     Rule("program-crashed", "error", "The program died by a signal",
          "A segfault, an abort or a SIGKILL ends the process without a Python traceback. The audit runs the "
          "program in a child whose CUDA calls go to shared memory as they happen, so everything up to the crash is "

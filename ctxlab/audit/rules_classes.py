@@ -5,6 +5,7 @@ elsewhere, and a launch refused for its configuration. Each finding names the st
 
 from __future__ import annotations
 
+from ctxlab.audit.causes import Cause, handle_gone, missing, on
 from ctxlab.audit.engine import Hit, Stream, ok_or_pending, place_of, thread_of
 from ctxlab.audit.hooks import arguments
 from ctxlab.audit.state import CAPTURE_MODES, OUT_OF_MEMORY, model
@@ -63,7 +64,9 @@ def capture_violation(s: Stream) -> list[Hit]:
                            f"invalidated{ended}. Make such calls before the capture begins or after it ends, or "
                            f"capture in thread-local or relaxed mode when other threads must go on",
                         calls=(e, *((end,) if end is not None and not ok_or_pending(end) else ())),
-                        related=(("capture begun at", capture.begin),), explains=tuple(calls)))
+                        related=(("capture begun at", capture.begin),), explains=tuple(calls), cause=capture.begin,
+                        cause_what=f"{on(capture.begin)} began capturing stream {capture.stream:#x} in {mode} mode, "
+                                   f"and the capture had not ended"))
     return hits
 
 
@@ -115,7 +118,9 @@ def freed_memory_used(s: Stream) -> list[Hit]:
                                f"{place_of(block.made)}) was {what} after {block.freed['name']} on thread "
                                f"{thread_of(block.freed)}{place_of(block.freed)} had freed it. Freed memory may "
                                f"already hold another allocation: free each block once, after its last use",
-                            calls=(block.freed, e), related=(("freed at", block.freed), ("allocated at", block.made))))
+                            calls=(block.freed, e), related=(("freed at", block.freed), ("allocated at", block.made)),
+                            cause=block.freed, cause_what=f"{on(block.freed)} freed the {block.size}-byte allocation "
+                                                          f"at {block.base:#x} that {role} {address:#x} points into"))
     return hits
 
 
@@ -151,7 +156,8 @@ def handle_destroyed(s: Stream) -> list[Hit]:
                                f"thread {thread_of(gone)}{place_of(gone)}. A destroyed handle's value may be reused by "
                                f"the next one made: keep each handle until its last use, or drop every reference to it "
                                f"when it is destroyed",
-                            calls=(gone, e), related=(("destroyed at", gone), ("made at", known.made))))
+                            calls=(gone, e), related=(("destroyed at", gone), ("made at", known.made)),
+                            **handle_gone(known, role, value).hit_fields()))
             break
     return hits
 
@@ -191,12 +197,19 @@ def out_of_memory(s: Stream) -> list[Hit]:
         holders = ", ".join(f"{who} {_mib(n)}" for who, n in sorted(held.items(), key=lambda kv: -kv[1])) or "nothing"
         contexts = [c for c in m.facts.made if c not in m.facts.destroyed and m.facts.device.get(c) == state.device]
         want = f" of {_mib(asked)}" if asked else ""
+        live = [b for b in m.blocks if b.made.get("start", 0) <= at and (b.freed is None or b.freed.get("start", 0)
+                > at) and (state.device is None or m.facts.device.get(b.context) in (None, state.device))]
+        big = max(live, key=lambda b: b.size, default=None)
+        because = (Cause(big.made, f"{on(big.made)} ({_allocator(s, big.made)}) allocated {_mib(big.size)} that was "
+                                   f"not freed, the largest allocation held then") if big is not None else
+                   missing("the process held no memory allocated while tracing (other processes, or the "
+                           "contexts' own reservation)"))
         hits.append(Hit(e, f"{e['name']}{want} on thread {thread_of(e)} returned {e.get('status')}: the process held "
                            f"{holders} in allocations not freed (a library's memory pool keeps what the program freed "
                            f"for reuse), and {len(contexts)} context(s) on this GPU, each holding memory of its own. "
                            f"Free the other library's cache first (cupy.get_default_memory_pool().free_all_blocks(), "
                            f"torch.cuda.empty_cache()) or let one library own the GPU's memory",
-                        calls=(e,), explains=tuple(retries)))
+                        calls=(e,), explains=tuple(retries), **because.hit_fields()))
     return hits
 
 
@@ -247,5 +260,6 @@ def launch_config(s: Stream) -> list[Hit]:
             continue
         seen.add(key)
         hits.append(Hit(e, f"{e['name']} on thread {thread_of(e)} returned {e.get('status')}: the launch asked for "
-                           f"{'; '.join(problems)}. No kernel ran; fix the launch's configuration", calls=(e,)))
+                           f"{'; '.join(problems)}. No kernel ran; fix the launch's configuration", calls=(e,),
+                        cause=e, cause_what=f"{on(e)} asked for {problems[0]}"))
     return hits

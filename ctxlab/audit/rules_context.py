@@ -5,9 +5,12 @@ two threads. Messages are built from the values observed (calls, statuses, threa
 
 from __future__ import annotations
 
+from ctxlab.audit import causes
+from ctxlab.audit.causes import Cause, missing, on
 from ctxlab.audit.engine import NOT_CALLS, Hit, Stream, call_text, end_of, failed, ok_or_pending, thread_of
 from ctxlab.audit.facts import green_contexts, primary_handles
 from ctxlab.audit.hooks import FOREIGN_POINTER
+from ctxlab.audit.state import model
 
 INVALID_CONTEXT = "CUDA_ERROR_INVALID_CONTEXT"
 DESTROYED = ("CUDA_ERROR_CONTEXT_IS_DESTROYED", "cudaErrorContextIsDestroyed")
@@ -44,8 +47,27 @@ def no_context(s: Stream) -> list[Hit]:
         seen.add(e.get("tid"))
         hits.append(Hit(e, f"{e['name']} returned {INVALID_CONTEXT} on thread {thread_of(e)}, which never had a "
                            f"context current: a driver call needs one (cuCtxSetCurrent or cuCtxPushCurrent first, "
-                           f"or a runtime call such as cudaSetDevice, which binds the primary context)"))
+                           f"or a runtime call such as cudaSetDevice, which binds the primary context)",
+                        **_elsewhere(s, e).hit_fields()))
     return hits
+
+
+def _elsewhere(s: Stream, e: dict) -> Cause:
+    """A thread with no context: the last call on another thread that made a context current there (the
+    program made it current on one thread and used it on another), or none."""
+    m = model(s)
+    found = None
+    for tid, changes in m.changes.items():
+        if tid == e.get("tid"):
+            continue
+        for change in changes:
+            if change.at < e.get("start", 0) and change.context and (found is None or change.at > found.at):
+                found = change
+    if found is None:
+        return missing(f"no call on any thread made a context current before it, and thread {thread_of(e)} "
+                       f"made none")
+    return Cause(found.event, f"{on(found.event)} made context {found.context:#x} current on that thread only: "
+                              f"a context is current per thread, and thread {thread_of(e)} never made one current")
 
 
 def destroyed_while_current(s: Stream) -> list[Hit]:
@@ -68,7 +90,9 @@ def destroyed_while_current(s: Stream) -> list[Hit]:
             hits.append(Hit(e, f"{e['name']} returned {e['status']} on thread {thread_of(e)}: its current context "
                                f"{handle:#x} was destroyed by thread {thread_of(d)} while still current here (the "
                                f"context stays current on this thread and every call into it fails)",
-                            calls=(destroy_call, d, e), related=(("destroyed at", destroy_call), ("destroyed at", d))))
+                            calls=(destroy_call, d, e), related=(("destroyed at", destroy_call), ("destroyed at", d)),
+                            cause=destroy_call, cause_what=f"{on(destroy_call)} destroyed context {handle:#x} while it "
+                                                           f"was current on thread {thread_of(e)}"))
             break
     return hits
 
@@ -97,6 +121,12 @@ def primary_released_under_runtime(s: Stream) -> list[Hit]:
         if not used or not later:
             continue
         seen.add(handle)
+        retain = next((c for c in s.calls if c.get("name", "").startswith("cuDevicePrimaryCtxRetain") and
+                       c.get("start", 0) < r.get("start", 0) and ok_or_pending(c) and _by_runtime(s, c)), None)
+        outer = (s.enclosing_runtime(retain) or retain) if retain is not None else None
+        because = (Cause(outer, f"{on(outer)} took the runtime's reference to the primary context {handle:#x}: the "
+                                f"release dropped that reference, not one the program had retained")
+                   if outer is not None else missing("the runtime's reference was taken before tracing began"))
         hits.append(Hit(r, f"cuDevicePrimaryCtxRelease on thread {thread_of(r)} took the primary context "
                            f"{handle:#x} to zero references (CUPTI: CONTEXT_DESTROY_STARTING inside the release) "
                            f"while the runtime used it ({len(used)} runtime call(s) before); {len(later)} call(s) "
@@ -104,7 +134,7 @@ def primary_released_under_runtime(s: Stream) -> list[Hit]:
                            f"each runtime copy holds its own",
                         calls=(r, destroyed[0], *later[:3]),
                         explains=tuple(c for c in s.calls if c.get("start", 0) > end_of(r) and failed(c)
-                                       and c.get("context") in (handle, 0))))
+                                       and c.get("context") in (handle, 0)), **because.hit_fields()))
     return hits
 
 
@@ -122,17 +152,41 @@ def reset_with_live_allocations(s: Stream) -> list[Hit]:
         later = [c for c in s.calls if c.get("start", 0) > end_of(r) and failed(c)]
         if not allocations or not later:
             continue
+        used = _used_block(s, later, r)
+        made = used.made if used is not None else allocations[-1]
+        what = (f"{on(made)} made the {used.size}-byte allocation at {used.base:#x} that {later[0].get('name')} "
+                f"after the reset used" if used is not None else
+                f"{on(made)} made the last allocation before the reset, which destroyed it")
         hits.append(Hit(r, f"{r['name']} on thread {thread_of(r)} destroyed every allocation of the device's primary "
                            f"context ({len(allocations)} made before it, the last {call_text(allocations[-1])}); "
                            f"{len(later)} call(s) after it failed, first {call_text(later[0])}. Memory and kernels "
                            f"from before a reset cannot be used after it",
-                        calls=(allocations[-1], r, *later[:3]), explains=tuple(later)))
+                        calls=(allocations[-1], r, *later[:3]), explains=tuple(later), cause=made, cause_what=what))
     return hits
+
+
+def _used_block(s: Stream, later: list[dict], reset: dict):
+    """The allocation made before a reset that a failing call after it points into, if any."""
+    m = model(s)
+    for c in later:
+        for role in ("ptr", "src"):
+            address = (c.get("args") or {}).get(role)
+            block = m.block(address, reset.get("start", 0)) if address else None
+            if block is not None:
+                return block
+    return None
 
 
 def cross_context_handle(s: Stream) -> list[Hit]:
     """A launch or function lookup failed with an invalid handle in one context while modules were loaded in
-    another: a kernel (CuPy's kernel cache) loaded in one context used under another."""
+    another: a kernel (CuPy's kernel cache) loaded in one context used under another.
+
+    Where the launch's function is known (its cuModuleGetFunction was recorded), the model decides: a function
+    whose module was unloaded before is handle-destroyed's (the unload is the cause, not the context); one
+    loaded in the launch's own context is not this rule's. The because is the change that made the launch's
+    context current on its thread (another asyncio task's push over this one's, when they interleave), or the
+    lookup that made the function in the other context where that came later."""
+    m = model(s)
     ends = [e.get("start", 0) for e in s.events
             if e.get("name") == "CONTEXT_DESTROY_STARTING" or e.get("name", "").startswith(RESETS)]
     first_end = min(ends) if ends else None
@@ -144,18 +198,47 @@ def cross_context_handle(s: Stream) -> list[Hit]:
             continue
         if first_end is not None and first_end < e.get("start", 0):
             continue  # after a reset or destroy, a stale handle is that rule's finding
-        ctx = e.get("context")
-        elsewhere = [m for m in loads if m.get("start", 0) < e.get("start", 0) and m["context"] != ctx]
+        ctx, at = e.get("context"), e.get("start", 0)
+        function = (e.get("args") or {}).get("function")
+        known = m.handle("function", function, at) if function else None
+        if known is not None and (known.gone is not None and known.gone.get("start", 0) < at or known.context == ctx
+                                  or not known.context):
+            continue  # its module was unloaded (handle-destroyed), or it is this context's: not this rule's
+        elsewhere = [x for x in loads if x.get("start", 0) < at and x["context"] != ctx]
+        if known is not None:
+            elsewhere = [known.made]
+        elif _unloaded_before(s, at):
+            continue  # a module was unloaded before and the function is not known: which one it was is not known
         if not ctx or not elsewhere or (e.get("tid"), ctx) in seen:
             continue
         seen.add((e.get("tid"), ctx))
         other = elsewhere[-1]
-        hits.append(Hit(e, f"{e['name']} returned {e['status']} in context {ctx:#x} on thread {thread_of(e)}; modules "
-                           f"were loaded in another context ({other['context']:#x}): a function or kernel handle "
-                           f"(CuPy's compiled-kernel cache is per device, not per context) used in a context it "
-                           f"was not loaded in",
-                        calls=(other, e), related=(("module loaded at", other),)))
+        change = m.current_change(e.get("tid"), at)
+        il = causes.interleave(m, e, change)
+        if il is not None and (il.mine.get("args") or {}).get("ctx") == other.get("context"):
+            text = (f"{e['name']} returned {e['status']} in context {ctx:#x} on thread {thread_of(e)}: its function "
+                    f"came from context {other['context']:#x}, which this code had pushed, but "
+                    f"{causes.interleave_text(il)}. Tasks that share a thread share its context stack: push and pop "
+                    f"without an await between, or give each task's work a context of its own thread")
+        else:
+            text = (f"{e['name']} returned {e['status']} in context {ctx:#x} on thread {thread_of(e)}; "
+                    + (f"its function {function:#x} was made in context {other['context']:#x} by {on(other)}"
+                       if known is not None else f"modules were loaded in another context ({other['context']:#x})")
+                    + ": a function or kernel handle (CuPy's compiled-kernel cache is per device, not per context) "
+                      "used in a context it was not loaded in")
+        if change is not None and change.at > other.get("start", 0) and change.context == ctx:
+            because = causes.current_context(m, e, f"the function was made in context {other['context']:#x}")
+        else:
+            because = Cause(other, f"{on(other)} made the {'function' if known is not None else 'module'} in context "
+                                   f"{other['context']:#x}, and context {ctx:#x} was current at the launch")
+        label = "function made at" if known is not None else "module loaded at"
+        hits.append(Hit(e, text, calls=(other, e), related=((label, other),), **because.hit_fields()))
     return hits
+
+
+def _unloaded_before(s: Stream, at: int) -> bool:
+    return any(c.get("name", "").startswith("cuModuleUnload") and c.get("start", 0) < at and ok_or_pending(c)
+               for c in s.calls)
 
 
 def fork_after_init(s: Stream) -> list[Hit]:
@@ -175,7 +258,10 @@ def fork_after_init(s: Stream) -> list[Hit]:
                                f"{f.get('cuda_status') or 'not probed'}. CUDA is not fork-safe: start children with "
                                f"'spawn' or 'forkserver', or fork before the first CUDA call",
                         calls=(event,), related=(("forked at", fork_event),), stack=tuple(first.get("stack") or ()),
-                        location_from="fork hook"))
+                        location_from="fork hook", cause=fork_event,
+                        cause_what=f"os.fork on thread {fork_event['thread']} made this child after CUDA was "
+                                   f"initialised in the parent: the child inherits CUDA's state but not its driver "
+                                   f"threads and contexts"))
     return hits
 
 
@@ -217,7 +303,10 @@ def several_runtime_copies(s: Stream) -> list[Hit]:
         hits.append(Hit(e, text + ". Each copy holds its own reference and state, and a cudaDeviceReset through "
                                   "one destroys the context under the others",
                         calls=tuple(x for pair in firsts for x in pair if "start" in x),
-                        related=tuple(("retained first at", r) for r, _ in firsts[:1])))
+                        related=tuple(("retained first at", r) for r, _ in firsts[:1]),
+                        cause=firsts[0][1] if "start" in firsts[0][1] else firsts[0][0],
+                        cause_what=f"{firsts[0][1].get('name', '?')} on thread {thread_of(firsts[0][0])} was the first "
+                                   f"call of another copy of the runtime, which retained the primary context first"))
     return hits
 
 
@@ -270,7 +359,10 @@ def pointer_from_another_context(s: Stream) -> list[Hit]:
                            f"context {owner:#x}: it is freed with it (cuCtxDestroy, a reset, that context's memory "
                            f"pool). Allocate it under the context that launches, or use one context per device",
                         calls=tuple(x for x in (alloc, e) if x is not None),
-                        related=(("allocated at", alloc),) if alloc else ()))
+                        related=(("allocated at", alloc),) if alloc else (),
+                        **(Cause(alloc, f"{on(alloc)} allocated the memory in context {owner:#x}") if alloc else
+                           missing(f"the allocation in context {owner:#x} was not matched to a recorded call")
+                           ).hit_fields()))
     return hits
 
 
@@ -331,7 +423,18 @@ def green_context_on_two_threads(s: Stream) -> list[Hit]:
                                    f"driver does not refuse the second thread. Hand it over (pop, then push on the "
                                    f"other thread) or give each thread its own green context",
                                 calls=(a, b), related=(("current on the other thread from", a),
-                                                       ("green context made at", made))))
+                                                       ("green context made at", made)),
+                                **_green_cause(s, a, handle).hit_fields()))
     return hits
 
 
+
+
+def _green_cause(s: Stream, a: dict, handle: int) -> Cause:
+    """What made a green context current on the first thread (and nothing there popped it)."""
+    change = model(s).current_change(a.get("tid"), a.get("start", 0) + 1)
+    if change is None or change.context != handle:
+        return Cause(a, f"{on(a)} ran with green context {handle:#x} current (what made it current there is not "
+                        f"in the record)")
+    return Cause(change.event, f"{on(change.event)} made green context {handle:#x} current there, and that thread "
+                               f"had not popped it when the other made it current")

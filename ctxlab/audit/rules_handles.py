@@ -4,8 +4,11 @@ stream order."""
 
 from __future__ import annotations
 
+from ctxlab.audit import causes
+from ctxlab.audit.causes import Cause, missing, on
 from ctxlab.audit.engine import Hit, Stream, thread_of
 from ctxlab.audit.facts import facts
+from ctxlab.audit.state import model
 
 RECORDS = ("cuEventRecord",)
 STREAM_USERS = ("cuLaunch", "cuMemcpy", "cuMemset", "cuStreamWaitEvent", "cuStreamSynchronize", "cuStreamQuery",
@@ -59,8 +62,18 @@ def handle_from_another_context(s: Stream) -> list[Hit]:
         outcome = f"returned {status}" if status not in ("CUDA_SUCCESS", None) else "ran"
         hits.append(Hit(e, f"{name} on thread {thread_of(e)} {outcome}: {problem[0]}. Make the stream and the event "
                            f"under the context that uses them, or use one context per device",
-                        calls=(problem[1], e), related=(("made at", problem[1]),)))
+                        calls=(problem[1], e), related=(("made at", problem[1]),),
+                        **_handle_cause(s, e, problem[1]).hit_fields()))
     return hits
+
+
+def _handle_cause(s: Stream, e: dict, made: dict) -> Cause:
+    """A handle of one context used with another: the change that made the thread's context current, where it
+    came after the handle was made; else the call that made the handle in its context."""
+    change = model(s).current_change(e.get("tid"), e.get("start", 0))
+    if change is not None and change.at > made.get("start", 0) and change.context == (e.get("context") or 0):
+        return causes.current_context(model(s), e, f"the handle was made by {on(made)}")
+    return Cause(made, f"{on(made)} made the handle in context {made.get('context') or 0:#x}")
 
 
 def non_primary_current(s: Stream) -> list[Hit]:
@@ -87,7 +100,8 @@ def non_primary_current(s: Stream) -> list[Hit]:
         hits.append(Hit(e, f"context {ctx:#x}, created by {made['name']} on thread {thread_of(made)}, was current on "
                            f"thread {thread_of(e)} when {what}. Pop the created context first, or have that code use "
                            f"the primary context (cuDevicePrimaryCtxRetain) instead of cuCtxCreate",
-                        calls=(made, e), related=(("created at", made),)))
+                        calls=(made, e), related=(("created at", made),),
+                        **causes.current_context(model(s), e, "a created context, not the primary one").hit_fields()))
     return hits
 
 
@@ -105,6 +119,12 @@ def unordered_handover(s: Stream) -> list[Hit]:
         pending = pending_work(s.calls, e.get("start", 0), e.get("end"))
         if not pending:
             continue
+        last = [c for c in s.calls if c.get("domain") == "driver" and c.get("start", 0) < e.get("start", 0)
+                and (c.get("args") or {}).get("stream") in pending and c.get("name", "").startswith(
+                    ("cuLaunch", "cuMemcpy", "cuMemset"))]
+        because = (Cause(last[-1], f"{on(last[-1])} queued work on stream {(last[-1].get('args') or {})['stream']:#x} "
+                                   f"that nothing ordered before the hand-over") if last else
+                   missing("the pending work was not matched to a recorded call"))
         streams = ", ".join(f"{n} on stream {stream:#x}" for stream, n in sorted(pending.items()))
         hits.append(Hit(e, f"{e.get('consumer', '?')} on thread {thread_of(e)} took an array from "
                            f"{e.get('producer') or 'another library'} through {e.get('protocol', '?')} "
@@ -112,5 +132,6 @@ def unordered_handover(s: Stream) -> list[Hit]:
                            f"no synchronisation, no event waited for): the consumer can read the data before it is "
                            f"written, and gets wrong values without an error. Synchronise the producer's stream "
                            f"first, or make the producer's stream current while handing over so that the protocol "
-                           f"orders it (DLPack with the consumer's stream, CAI v3 with its stream)"))
+                           f"orders it (DLPack with the consumer's stream, CAI v3 with its stream)",
+                        **because.hit_fields()))
     return hits

@@ -3,6 +3,7 @@ was destroyed. Each reads the facts of the stream (``ctxlab.audit.facts``); mess
 
 from __future__ import annotations
 
+from ctxlab.audit.causes import Cause, missing, on
 from ctxlab.audit.engine import Hit, Stream, succeeded, thread_of
 from ctxlab.audit.facts import facts
 
@@ -38,7 +39,9 @@ def stray_context(s: Stream) -> list[Hit]:
                         f"(hundreds of MiB) and shows in nvidia-smi for the life of the process. A CPU-only "
                         f"program should not touch the CUDA API (JAX_PLATFORMS=cpu, CUDA_VISIBLE_DEVICES=, no "
                         f"torch.cuda calls), and a helper thread should call set_device for the GPU it serves "
-                        f"before any CUDA call", calls=(maker, made)))
+                        f"before any CUDA call", calls=(maker, made), cause=maker,
+                        cause_what=f"{_caller(s, made)} on thread {thread_of(made)} created the primary context "
+                                   f"{ctx:#x}, and no later call ran work in it"))
     return hits
 
 
@@ -80,7 +83,10 @@ def context_leak(s: Stream) -> list[Hit]:
                                    f"not the context {lost[0]:#x} this thread pushed with {lost[1]['name']}: "
                                    f"{top[1]['name']} replaced it on the stack in between. The push is never "
                                    f"popped and the code that popped holds another context than it believes",
-                                calls=(lost[1], top[1], e), related=(("pushed at", lost[1]), ("replaced at", top[1]))))
+                                calls=(lost[1], top[1], e), related=(("pushed at", lost[1]), ("replaced at", top[1])),
+                                cause=top[1], cause_what=f"{on(top[1])} replaced context {lost[0]:#x}, pushed by "
+                                                         f"{lost[1]['name']}, on the thread's stack with context "
+                                                         f"{args.get('ctx', 0):#x}"))
         elif name.startswith("cuCtxDestroy") and args.get("ctx"):
             if stack and stack[-1][0] == args["ctx"]:
                 stack.pop()  # destroying the current context pops it
@@ -96,15 +102,25 @@ def context_leak(s: Stream) -> list[Hit]:
                                   f"({depth} time(s); the last {last['name']} here was never popped): a thread's "
                                   f"stack goes with it, so the context stays retained and its memory held until "
                                   f"someone destroys it. Pop what you push (try/finally) before the thread ends",
-                            calls=(last,)))
+                            calls=(last,), **_thread_end(s, tid, ctx).hit_fields()))
     for ctx, made in f.created.items():
         if ctx in f.destroyed or not f.is_created(ctx):
             continue
         hits.append(Hit(made, f"{made['name']} on thread {thread_of(made)} created context {ctx:#x}, which was never "
                               f"destroyed: its memory, modules and streams stay allocated until the process ends "
                               f"(one per request or per thread adds up). cuCtxDestroy it when done",
-                        calls=(made,)))
+                        calls=(made,), **missing(f"no cuCtxDestroy of context {ctx:#x} was recorded while tracing, on "
+                                                 f"any thread").hit_fields()))
     return hits
+
+
+def _thread_end(s: Stream, tid, ctx: int) -> Cause:
+    """A thread that ended with a context pushed: its end (located at its last call with a stack)."""
+    end = next((e for e in s.observed if e.get("name") == "THREAD_ENDED" and e.get("tid") == tid), None)
+    if end is None:
+        return missing("the thread's end was not recorded")
+    return Cause(end, f"thread {thread_of(end)} ended with context {ctx:#x} pushed: no pop for it was recorded on "
+                      f"that thread")
 
 
 def used_after_teardown(s: Stream) -> list[Hit]:
@@ -128,7 +144,8 @@ def used_after_teardown(s: Stream) -> list[Hit]:
                            f"context {owner:#x}, which {cause.get('name', '?')} on thread {thread_of(cause)} had "
                            f"destroyed before. Free memory and destroy streams and events before their context goes "
                            f"(close them explicitly; do not leave it to __del__ or atexit order)",
-                        calls=(cause, e), related=(("destroyed at", cause),)))
+                        calls=(cause, e), related=(("destroyed at", cause),), cause=cause,
+                        cause_what=f"{on(cause)} destroyed context {owner:#x}, which {what} belonged to"))
 
     for e, found in allocation_owners(s):
         if found is not None and found[2] in gone and e.get("from") != "callback":

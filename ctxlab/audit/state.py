@@ -52,7 +52,8 @@ class Handle:
     value: int
     context: int
     made: dict
-    gone: dict | None = None  # the call that destroyed or unloaded it
+    gone: dict | None = None  # the call that destroyed or unloaded it (a function: its module's unload)
+    parent: int = 0  # a function's module (cuModuleGetFunction's hmod), 0 where not known
 
 
 @dataclass
@@ -86,6 +87,19 @@ class Capture:
 
 
 CAPTURE_MODES = {0: "global", 1: "thread-local", 2: "relaxed"}
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change of a thread's current context: the call that made it (the runtime call around a driver call the
+    runtime made), the context current after it (0: none), and the entry it covered or uncovered (the context
+    beneath a push, or the one a pop took off, with the change that had put it there)."""
+
+    at: int
+    context: int
+    event: dict
+    how: str  # push, pop, set, create, destroy
+    other: tuple[int, dict | None] | None = None
 
 
 @dataclass
@@ -181,6 +195,17 @@ class Model:
     _by_base: dict[int, list[Block]] = field(default_factory=dict)
     groups: dict[int, int] = field(default_factory=dict)  # id(failing call) -> id of the first call of its failure
     members: dict[int, list[dict]] = field(default_factory=dict)  # id(first call) -> every call of that failure
+    changes: dict = field(default_factory=dict)  # tid -> [Change] in time order: what made each context current
+    _stacks: dict = field(default_factory=dict)  # tid -> [(context, the change that put it there)] while replaying
+
+    def current_change(self, tid, at: int) -> Change | None:
+        """The last change of the thread's current context before time ``at`` (what left it current then)."""
+        found = None
+        for change in self.changes.get(tid, ()):
+            if change.at >= at:
+                break
+            found = change
+        return found
 
     def failure_of(self, event: dict) -> list[dict]:
         """Every call of the one failure this call belongs to (a runtime call, the driver calls beneath it that
@@ -335,6 +360,8 @@ def _replay(m: Model, s: Stream, e: dict, runtime_device: dict) -> None:
     if not ok_or_pending(e):
         return
     nested = e.get("from") == "callback"
+    if e.get("domain") == "driver" and name.startswith(CONTEXT_CHANGES):
+        _changed(m, s, e, name, args)
     if name.startswith("cudaSetDevice") and "device" in args:
         runtime_device[e.get("tid")] = args["device"]
     if name.startswith(LAUNCHES) and ctx and not (nested and name.startswith("cuLaunch") and _covered(s, e)):
@@ -345,13 +372,19 @@ def _replay(m: Model, s: Stream, e: dict, runtime_device: dict) -> None:
                               ("module", "cuModuleLoad", "module"), ("function", "cuModuleGetFunction", "function"),
                               ("function", "cuKernelGetFunction", "function")):
         if name.startswith(prefix) and args.get(key):
-            m.handles.setdefault((kind, args[key]), []).append(Handle(kind, args[key], ctx, e))
+            parent = args.get("module", 0) if kind == "function" else 0
+            m.handles.setdefault((kind, args[key]), []).append(Handle(kind, args[key], ctx, e, parent=parent))
     for kind, prefix, key in (("stream", "cuStreamDestroy", "stream"), ("event", "cuEventDestroy", "event"),
                               ("module", "cuModuleUnload", "module")):
         if name.startswith(prefix) and args.get(key):
             known = m.handle(kind, args[key], at)
             if known is not None and known.gone is None:
                 known.gone = e
+            if kind == "module":  # its functions go with it
+                for (other, _), made in m.handles.items():
+                    for h in made if other == "function" else ():
+                        if h.parent == args[key] and h.gone is None and end_of(h.made) <= at:
+                            h.gone = e
     if (name.startswith(("cuMemAlloc", "cudaMalloc")) and args.get("ptr") and not nested_duplicate(s, e)):
         m.add_block(Block(args["ptr"], args["ptr"] + max(allocation_size(args), 1), ctx, e))
     elif name.startswith(("cuMemFree", "cudaFree")) and args.get("ptr"):
@@ -361,6 +394,38 @@ def _replay(m: Model, s: Stream, e: dict, runtime_device: dict) -> None:
     elif name.startswith(("cuStreamBeginCapture", "cudaStreamBeginCapture")) and "stream" in args:
         if not (nested and _covered(s, e)):
             m.captures.append(Capture(args["stream"], args.get("mode"), e))
+
+
+CONTEXT_CHANGES = ("cuCtxPushCurrent", "cuCtxPopCurrent", "cuCtxSetCurrent", "cuCtxCreate", "cuCtxDestroy")
+
+
+def _changed(m: Model, s: Stream, e: dict, name: str, args: dict) -> None:
+    """A successful push, pop, set, create or destroy: the thread's context stack after it, as a Change."""
+    tid, at = e.get("tid"), e.get("start", 0)
+    stack = m._stacks.setdefault(tid, [])
+    cause = (s.enclosing_runtime(e) or e) if e.get("from") == "callback" else e
+    ctx, other = args.get("ctx") or 0, None
+    if name.startswith(("cuCtxPushCurrent", "cuCtxCreate")) and ctx:
+        other = stack[-1] if stack else None
+        stack.append((ctx, None))
+        how = "push" if name.startswith("cuCtxPush") else "create"
+    elif name.startswith("cuCtxPopCurrent"):
+        other = stack.pop() if stack else (ctx, None)
+        how = "pop"
+    elif name.startswith("cuCtxSetCurrent"):
+        other = stack.pop() if stack else None
+        if ctx:
+            stack.append((ctx, None))
+        how = "set"
+    elif name.startswith("cuCtxDestroy") and stack and stack[-1][0] == ctx:
+        other = stack.pop()
+        how = "destroy"
+    else:
+        return
+    change = Change(at, stack[-1][0] if stack else 0, cause, how, other)
+    if stack and how in ("push", "create", "set"):
+        stack[-1] = (stack[-1][0], cause)
+    m.changes.setdefault(tid, []).append(change)
 
 
 def _covered(s: Stream, e: dict) -> bool:

@@ -110,6 +110,17 @@ FIELDS: dict[str, tuple[tuple[str, int, int, int, int, int], ...]] = {
     "cuModuleGetFunction": (("function", EXIT, 0, DEREF, 0, 8), ("module", ENTER, 8, VALUE, 0, 8)),
     "cuModuleUnload": (("module", ENTER, 0, VALUE, 0, 8),),
     "cuKernelGetFunction": (("function", EXIT, 0, DEREF, 0, 8),),
+    # settings (ctxlab.audit.rules_settings): limits, flags, cache and shared memory configuration, pool attributes
+    "cuCtxSetLimit": (("limit", ENTER, 0, VALUE, 0, 4), ("value", ENTER, 8, VALUE, 0, 8)),
+    "cuCtxSetFlags": (("flags", ENTER, 0, VALUE, 0, 4),),
+    "cuCtxSetCacheConfig": (("config", ENTER, 0, VALUE, 0, 4),),
+    "cuCtxSetSharedMemConfig": (("config", ENTER, 0, VALUE, 0, 4),),
+    "cuDevicePrimaryCtxSetFlags": (("device", ENTER, 0, VALUE, 0, 4), ("flags", ENTER, 4, VALUE, 0, 4)),
+    "cuDevicePrimaryCtxSetFlags_v2": (("device", ENTER, 0, VALUE, 0, 4), ("flags", ENTER, 4, VALUE, 0, 4)),
+    # (CUmemoryPool pool, CUmemPool_attribute attr, void *value): *value read as 8 bytes (an int attribute's
+    # upper half is dropped by the audit)
+    "cuMemPoolSetAttribute": (("pool", ENTER, 0, VALUE, 0, 8), ("attr", ENTER, 8, VALUE, 0, 4),
+                              ("value", ENTER, 16, DEREF, 0, 8)),
 }
 
 # Launches whose kernel arguments the audit's pointer rule reads: (offset of f, of kernelParams, of extra).
@@ -133,6 +144,12 @@ RUNTIME_FIELDS: dict[str, tuple[tuple[str, int, int, int, int, int], ...]] = {
     "cudaMalloc_v3020": (("ptr", EXIT, 0, DEREF, 0, 8), ("size", ENTER, 8, VALUE, 0, 8)),
     "cudaFree_v3020": (("ptr", ENTER, 0, VALUE, 0, 8),),
     "cudaInitDevice_v12000": (("device", ENTER, 0, VALUE, 0, 4),),
+    # settings (ctxlab.audit.rules_settings)
+    "cudaDeviceSetLimit_v3020": (("limit", ENTER, 0, VALUE, 0, 4), ("value", ENTER, 8, VALUE, 0, 8)),
+    "cudaSetDeviceFlags_v3020": (("flags", ENTER, 0, VALUE, 0, 4),),
+    "cudaDeviceSetCacheConfig_v3020": (("config", ENTER, 0, VALUE, 0, 4),),
+    "cudaMemPoolSetAttribute_v11020": (("pool", ENTER, 0, VALUE, 0, 8), ("attr", ENTER, 8, VALUE, 0, 4),
+                                       ("value", ENTER, 16, DEREF, 0, 8)),
 }
 
 
