@@ -195,7 +195,7 @@ def setting_changed_under(s: Stream) -> list[Hit]:
                                        f"{before}{later}. A context- or process-wide setting is shared by every "
                                        f"library and thread using the context: set it once, before the others "
                                        f"start, to what all of them need",
-                            calls=(cause.event or new.event, new.event, *then),
+                            calls=(cause.event or new.event, new.event),  # the later call stays its own finding
                             related=tuple(("behaved differently after it at", e) for e in then),
                             **cause.hit_fields()))
     return hits

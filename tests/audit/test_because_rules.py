@@ -103,7 +103,8 @@ def test_the_capture_begin_is_the_because_of_a_capture_violation():
     ev = Events()
     ev.primary_runtime()
     ev.driver("cuStreamBeginCapture_v2", 100, context=PRIMARY, line=10, args={"stream": STREAM, "mode": 0})
-    ev.driver("cuMemAlloc_v2", 150, tid=WORKER, context=PRIMARY, line=30, status="CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+    ev.driver("cuMemAlloc_v2", 150, tid=WORKER, context=PRIMARY, line=30,
+              status="CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
     ev.driver("cuStreamEndCapture", 200, context=PRIMARY, line=12, args={"stream": STREAM},
               status="CUDA_ERROR_STREAM_CAPTURE_INVALIDATED")
     f = one(judge(ev.events), "capture-violation")
