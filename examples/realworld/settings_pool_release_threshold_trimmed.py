@@ -36,7 +36,8 @@ def serve(stream, requests: int) -> None:
         check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize")
 
 
-def trim(pool) -> None:
+def trim(ctx, pool) -> None:
+    check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     # another component's idea of being a good citizen: give idle pool memory back at every sync
     none = driver.cuuint64_t(0)
     check(driver.cuMemPoolSetAttribute(pool, THRESHOLD, none), "set threshold")  # HAZARD: setting-changed-under
@@ -51,7 +52,7 @@ def main() -> None:
     check(driver.cuMemPoolSetAttribute(pool, THRESHOLD, keep), "cuMemPoolSetAttribute")  # CAUSE: setting-changed-under
     stream = check(driver.cuStreamCreate(int(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)), "cuStreamCreate")
     serve(stream, 2)
-    trimmer = threading.Thread(target=trim, args=(pool,), name="cache-trimmer")
+    trimmer = threading.Thread(target=trim, args=(ctx, pool), name="cache-trimmer")
     trimmer.start()
     trimmer.join()
     serve(stream, 2)  # now the pool releases its memory at every synchronisation
