@@ -41,6 +41,7 @@ IMPLICIT_SYNCS = ("cuMemFree", "cudaFree", "cuMemHostUnregister", "cudaHostUnreg
 # Synchronous copies and sets: on the legacy default stream, which first waits for every blocking stream
 LEGACY = ("cuMemcpy", "cudaMemcpy", "cuMemset", "cudaMemset")
 WAITS = ("cuStreamWaitValue", "cuStreamWaitEvent", "cudaStreamWaitEvent", "cuStreamBatchMemOp")
+LEGACY_HANDLE = 0x1  # CU_STREAM_LEGACY / cudaStreamLegacy
 SYNCED = (*STREAM_SYNCS[:2], *EVENT_SYNCS, *DEVICE_SYNCS)
 
 
@@ -150,6 +151,8 @@ def _crashed(s: Stream, run: RunInfo) -> tuple[int | None, str, list, str]:
         elif tid is None:
             tid = _by_frames(s, run, frames)
             how = " (the thread whose CUDA calls came from the same code)" if tid is not None else ""
+        if tid is None and run.idents:  # Python's threads are known, and this is none of them
+            how = " (its thread id is none of the threads Python started)"
         if tid is not None:
             name = _named(run, tid, note.get("thread", "?") if note is not None and note.get("tid") == tid else "?")
         return tid, name, frames, how
@@ -251,7 +254,8 @@ def program_crashed(s: Stream) -> list[Hit]:
     calls = _calls_of(s, tid) if tid is not None else []
     last = calls[-1] if calls else None
     note = _self_end(run, ("os.kill", "os.abort", "signal.raise_signal"))
-    foreign = tid is not None and tid not in run.idents  # Python names every thread it starts (its ident)
+    # Python names every thread it starts (its ident); a stack whose id is none of them is a library's thread
+    foreign = tid not in run.idents if tid is not None else bool(known)
     related: list[tuple[str, dict]] = []
     if inside is not None:
         what = f"inside {inside.call}" + (f" (in {inside.inner} beneath it)" if inside.inner != inside.call else "")
@@ -275,7 +279,7 @@ def program_crashed(s: Stream) -> list[Hit]:
                      f"{_named(run, host.get('tid'), str(host.get('thread', '?')))}{place_of(host)}, the first "
                      f"queued that no synchronisation saw finish")
             related.append(("host function queued at", host))
-        else:
+        elif tid is not None:
             origin, how = _work_origin(s, run, tid, calls)
             if origin is not None:
                 what += f"; {how}"
@@ -301,8 +305,10 @@ def program_crashed(s: Stream) -> list[Hit]:
         event = {**last, "thread": name} if last is not None else {"tid": tid, "thread": name}
     message = (f"the program died by {signal}{when} on thread {name}, {what}: everything recorded up to then is "
                f"reported.{after}{cause}{_others(run, tid)}")
+    host = origin if related and related[0][0] == "host function queued at" else None
     return [Hit(event, message, stack=tuple(event.get("stack") or ()), location_from="flight recorder",
-                related=tuple(related))]
+                related=tuple(related), cause=host,
+                cause_what=f"{host['name']} queued the host function that was running" if host else "")]
 
 
 def _open_state(s: Stream, call) -> str:
@@ -395,11 +401,16 @@ def program_hung(s: Stream) -> list[Hit]:
                  "name": call.inner, "context": call.context, "domain": "driver"}
         inner = f" (in {call.inner} beneath it)" if call.inner != call.call else ""
         long = f" for {seconds:.1f} s" if seconds is not None else ""
+        cause = pending[0] if pending else None  # host functions first, then the GPU's waits, then kernels
         hits.append(Hit(event, f"the program {why}: thread {call.thread} was inside {call.call}{inner}{long}"
                                f"{_open_state(s, call)}, entered and never returned.{held}{waits}"
                                f"{_others(run, call.tid)}",
                         stack=tuple(frames), location_from="flight recorder",
-                        related=tuple(("it waits for", e) for e in pending if e.get("stack"))[:3]))
+                        related=tuple(("it waits for", e) for e in pending if e.get("stack"))[:3],
+                        cause=cause, cause_what=(f"{cause['name']} on thread {cause.get('thread', '?')} queued work "
+                                                 f"this call waits for, which never finished" if cause else ""),
+                        cause_missing="" if cause else ("no unfinished work it waits for was recorded before it on "
+                                                        "its stream or context")))
     if not hits and how in ("timeout", "stall"):
         main = next((t for t, n in run.threads.items() if n == "MainThread"), None)
         frames = _frames_of(run, main)
@@ -450,18 +461,23 @@ def _waits_for(s: Stream, m, call) -> tuple[str, list[dict]]:
              and _covers(e, stream)]
     since = max(syncs, default=0)
 
+    def on_stream(e: dict) -> bool:
+        """On the stream it waits for, or on the legacy default stream (0, or cudaStreamLegacy), which work on
+        an ordinary (blocking) stream waits for."""
+        return stream is None or (e.get("args") or {}).get("stream") in (stream, 0, LEGACY_HANDLE)
+
     def queued(e: dict) -> bool:
-        return (since <= e.get("start", 0) < call.since and e.get("context") == context
-                and (stream is None or (e.get("args") or {}).get("stream") == stream)
+        return (since <= e.get("start", 0) < call.since and e.get("context") == context and on_stream(e)
                 and not (e.get("domain") == "driver" and s.enclosing_runtime(e) is not None))
 
     hosts = [e for e in s.calls if e.get("name", "").startswith(HOST_FUNCS) and queued(e)]
     waits = [e for e in s.calls if e.get("name", "").startswith(WAITS) and queued(e)]
-    launches = [e for e in m.launches.get(context, []) if since <= e.get("start", 0) < call.since
-                and (stream is None or (e.get("args") or {}).get("stream") == stream)]
+    launches = [e for e in m.launches.get(context, []) if since <= e.get("start", 0) < call.since and on_stream(e)]
     parts = []
     for host in hosts[-2:]:
-        parts.append(f"a host function launched with {host['name']} on thread {host.get('thread', '?')}"
+        legacy = (" on the legacy default stream" if stream is not None
+                  and (host.get("args") or {}).get("stream") in (0, LEGACY_HANDLE) else "")
+        parts.append(f"a host function launched with {host['name']}{legacy} on thread {host.get('thread', '?')}"
                      f"{place_of(host)} (it runs on a CUDA thread; if it waits for this thread, a lock it holds, or "
                      f"the GIL, neither can go on)")
     for wait in waits[-2:]:

@@ -132,3 +132,22 @@ def test_a_crash_on_a_thread_python_started_is_reported_as_before(app):
     (f,) = judge(ev.events, run=run_of(SEGV, {}, fatal=[dump]))
     assert f.thread == "MainThread" and "did not start" not in f.message
     assert "after its last CUDA call, cuStreamQuery (CUDA_SUCCESS)" in f.message
+
+
+def test_a_segfault_on_a_thread_no_record_ties_to_an_os_thread_is_still_placed_at_the_host_functions_launch(app):
+    """CUDA's host-function thread makes no CUDA call and left no note: its id is none of Python's threads."""
+    ev = Events()
+    ev.driver("cuLaunchHostFunc", 100, context=PRIMARY, line=30, args={"stream": STREAM_A})
+    dump = StacksDump("Segmentation fault", [ThreadStack(FOREIGN_IDENT, True, [[app, 12, "on_downloaded"]]),
+                                             main_waiting(app)])
+    (f,) = judge(ev.events, run=run_of(SEGV, {}, fatal=[dump]))
+    assert f.thread == f"thread {FOREIGN_IDENT:#x}" and f.location.line == 12
+    assert "a thread the program did not start (its thread id is none of the threads Python started)" in f.message
+    assert "host function queued by cuLaunchHostFunc on thread MainThread at app.py:30" in f.message
+
+
+def test_a_crash_in_a_host_function_has_its_launch_as_its_cause(app):
+    ev = Events()
+    (f,) = judge(ev.events, run=host_function_crash(app, ev))
+    assert f.because.in_record and f.because.location.line == 30 and "host function that was running" in (
+        f.because.what)

@@ -163,3 +163,24 @@ def test_an_event_sync_waits_for_the_stream_the_event_was_recorded_on():
     ev.driver("cuEventRecord", 120, context=PRIMARY, line=23, args={"event": EVENT_E, "stream": STREAM_B})
     (f,) = judge(ev.events, run=ended(C_EXIT, [inside(call="cuEventSynchronize", arg=EVENT_E)]))
     assert "kernel spin on stream 0xb0" in f.message and "before event 0xe0 was recorded at app.py:23" in f.message
+
+
+def test_a_blocking_streams_sync_waits_for_a_host_function_on_the_legacy_default_stream_its_cause():
+    ev = Events()
+    ev.runtime("cudaLaunchHostFunc", 90, context=PRIMARY, line=17, args={"stream": 0})
+    ev.driver("cuMemsetD32Async_v2", 100, context=PRIMARY, line=18, args={"stream": STREAM_A})
+    (f,) = judge(ev.events, run=ended({"how": "signal", "signal": "SIGALRM", "program_ended": False}, [inside()]))
+    assert ("a host function launched with cudaLaunchHostFunc on the legacy default stream on thread MainThread "
+            "at app.py:17") in f.message
+    assert f.because.in_record and f.because.location.line == 17 and "never finished" in f.because.what
+    ev.events[0]["args"] = {"stream": STREAM_B}  # another stream's host function: not waited for
+    (f,) = judge(ev.events, run=ended({"how": "signal", "signal": "SIGALRM", "program_ended": False}, [inside()]))
+    assert "host function" not in f.message and not f.because.in_record
+
+
+def test_a_hang_waiting_on_the_gpu_has_the_wait_as_its_cause():
+    ev = Events()
+    ev.driver("cuStreamWaitValue32_v2", 110, context=PRIMARY, line=21, args={"stream": STREAM_A})
+    spin_queued(ev, stream=STREAM_A, start=120, line=22)
+    (f,) = judge(ev.events, run=ended(C_EXIT, [inside(arg=STREAM_A)]))
+    assert f.because.location.line == 21 and f.because.call.startswith("cuStreamWaitValue32_v2")
