@@ -466,12 +466,15 @@ def _waits_for(s: Stream, m, call) -> tuple[str, list[dict]]:
         an ordinary (blocking) stream waits for."""
         return stream is None or (e.get("args") or {}).get("stream") in (stream, 0, LEGACY_HANDLE)
 
-    def queued(e: dict) -> bool:
-        return (since <= e.get("start", 0) < call.since and e.get("context") == context and on_stream(e)
+    def queued(e: dict, unkept: bool = False) -> bool:
+        """Queued before the call since the last sync that covers it (``unkept``: a call whose stream the record
+        does not keep counts as on any stream)."""
+        here = on_stream(e) or (unkept and "stream" not in (e.get("args") or {}))
+        return (since <= e.get("start", 0) < call.since and e.get("context") == context and here
                 and not (e.get("domain") == "driver" and s.enclosing_runtime(e) is not None))
 
     hosts = [e for e in s.calls if e.get("name", "").startswith(HOST_FUNCS) and queued(e)]
-    waits = [e for e in s.calls if e.get("name", "").startswith(WAITS) and queued(e)]
+    waits = [e for e in s.calls if e.get("name", "").startswith(WAITS) and queued(e, unkept=True)]
     launches = [e for e in m.launches.get(context, []) if since <= e.get("start", 0) < call.since and on_stream(e)]
     parts = []
     for host in hosts[-2:]:

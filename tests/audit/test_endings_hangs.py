@@ -184,3 +184,13 @@ def test_a_hang_waiting_on_the_gpu_has_the_wait_as_its_cause():
     spin_queued(ev, stream=STREAM_A, start=120, line=22)
     (f,) = judge(ev.events, run=ended(C_EXIT, [inside(arg=STREAM_A)]))
     assert f.because.location.line == 21 and f.because.call.startswith("cuStreamWaitValue32_v2")
+
+
+def test_a_gpu_wait_whose_stream_the_record_does_not_keep_counts_for_a_stream_sync():
+    ev = Events()
+    ev.driver("cuStreamWaitValue32_v2", 110, context=PRIMARY, line=21)  # no kept parameters
+    (f,) = judge(ev.events, run=ended(C_EXIT, [inside(arg=STREAM_A)]))
+    assert "cuStreamWaitValue32_v2 on thread MainThread at app.py:21" in f.message and f.because.location.line == 21
+    spin_queued(ev, stream=STREAM_B, start=120, line=22)  # a kernel on another stream is not waited for
+    (f,) = judge(ev.events, run=ended(C_EXIT, [inside(arg=STREAM_A)]))
+    assert "0xb0" not in f.message
