@@ -77,7 +77,9 @@ def _stream(sup: Supervised, forks: list[dict], pinned: dict | None = None) -> t
     events += hooks.annotate([e for e in events if e.get("domain") == "driver"])
     events.sort(key=lambda e: (e.get("start", 0), -e.get("end", e.get("start", 0))))
     names = dict(flight.threads) if flight is not None else {}
-    library_threads = {tid: f"{name} ({tid})" for tid, name in sup.os_threads.items() if tid not in names}
+    named_by_child = {n["tid"] for n in sup.notes if n.get("kind") == "thread" and isinstance(n.get("tid"), int)}
+    library_threads = {tid: f"{name} ({tid})" for tid, name in sup.os_threads.items()
+                       if tid not in names and tid not in named_by_child}
     for seq, e in enumerate(events):
         e["seq"] = seq
         tid = int(e.get("tid") or 0)
