@@ -145,7 +145,7 @@ def _crashed(s: Stream, run: RunInfo) -> tuple[int | None, str, list, str]:
         frames = current.user_frames()
         how = ""
         if tid is None and note is not None and note.get("tid") not in run.idents:
-            tid, how = note.get("tid"), f" (it called {note['call']} itself)"  # a thread Python did not start
+            tid, how = note.get("tid"), ""  # a thread Python did not start, which called os.abort/os.kill itself
         elif tid is None and current.tid is not None:
             tid, how = current.tid, " (its stack holds the thread id faulthandler gave)"
         elif tid is None:
