@@ -70,7 +70,7 @@ def test_a_threads_pthread_id_is_tied_to_its_os_thread_by_its_stack_mapping():
             if t.native_id in names.stacks:
                 break
         if t.native_id not in names.stacks:
-            pytest.skip("this kernel does not show other threads' stack pointers (/proc/PID/task/TID/syscall)")
+            pytest.skip("needs a Linux kernel that shows another thread's stack pointer in /proc/PID/task/TID/syscall")
         assert names.thread_of(t.ident) == t.native_id
         assert names.thread_of(threading.main_thread().ident) != t.native_id
     finally:
