@@ -68,7 +68,7 @@ def grab(pool: StagingPool, stream, frame, ready, keep: list) -> None:
     callback = HOST_FN(on_downloaded)
     keep.append(callback)
     fn = runtime.cudaHostFn_t(_ptr=ctypes.addressof(callback))
-    check(runtime.cudaLaunchHostFunc(stream, fn, 0), "cudaLaunchHostFunc")  # CAUSE: program-crashed
+    check(runtime.cudaLaunchHostFunc(int(stream), fn, 0), "cudaLaunchHostFunc")  # CAUSE: program-crashed
     pool.give_back(slot)  # cleanup: the download is enqueued, so the slot "is free" (it is not)
 
 
