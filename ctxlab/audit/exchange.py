@@ -10,12 +10,10 @@ the result and any exception are the library's own.
 from __future__ import annotations
 
 import functools
-import importlib
-import importlib.abc
-import sys
 import threading
 from collections.abc import Callable
 
+from ctxlab.audit.import_watch import ImportWatch
 from ctxlab.tracing.frames import user_stack
 
 # module -> functions that take an array another library made
@@ -63,28 +61,23 @@ class ExchangeHook:
     def __init__(self, note: Callable[[dict], None], timestamp: Callable[[], int]) -> None:
         self._note, self._timestamp = note, timestamp
         self._wrapped: list[tuple[object, str, object]] = []
-        self._finder: _Finder | None = None
+        self._watch = ImportWatch(CONSUMERS, self.wrap_module)
         self.count = 0
 
     def install(self) -> None:
         """Wrap the consumers of the modules already imported, and of each one imported from now on."""
-        for name in CONSUMERS:
-            if name in sys.modules:
-                self.wrap_module(sys.modules[name])
-        self._finder = _Finder(self)
-        sys.meta_path.insert(0, self._finder)
+        self._watch.install()
 
     def close(self) -> None:
         """Put every consumer back and stop watching imports."""
-        if self._finder in sys.meta_path:
-            sys.meta_path.remove(self._finder)
+        self._watch.close()
         for module, attr, original in reversed(self._wrapped):
             setattr(module, attr, original)
         self._wrapped.clear()
 
     def wrap_module(self, module) -> None:
         """Wrap this module's consumers (once)."""
-        for attr in CONSUMERS.get(module.__name__, ()):
+        for attr in CONSUMERS.get(getattr(module, "__name__", ""), ()):
             original = getattr(module, attr, None)
             if original is None or getattr(original, "__ctxlab_exchange__", False):
                 continue
@@ -116,44 +109,6 @@ class ExchangeHook:
 
         consume.__ctxlab_exchange__ = True  # type: ignore[attr-defined]
         return consume
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: once one of the consumers' modules is loaded by the real finders, wraps it."""
-
-    def __init__(self, hook: ExchangeHook) -> None:
-        self.hook = hook
-        self._busy = threading.local()
-
-    def find_spec(self, fullname, path, target=None):
-        """The real spec of a consumers' module, its loader wrapped to patch the module once executed."""
-        if fullname not in CONSUMERS or getattr(self._busy, "on", False):
-            return None
-        self._busy.on = True
-        spec = None
-        try:  # the finders after this one, in the import system's order (numba-cuda redirects numba.cuda)
-            for finder in sys.meta_path:
-                if finder is self or not hasattr(finder, "find_spec"):
-                    continue
-                spec = finder.find_spec(fullname, path, target)
-                if spec is not None:
-                    break
-        finally:
-            self._busy.on = False
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return None
-        loader, hook = spec.loader, self.hook
-
-        class Loader(importlib.abc.Loader):
-            def create_module(self, spec):
-                return loader.create_module(spec)
-
-            def exec_module(self, module):
-                loader.exec_module(module)
-                hook.wrap_module(module)
-
-        spec.loader = Loader()
-        return spec
 
 
 def pending_work(stream_events: list[dict], at: int, until: int | None = None) -> dict[int, int]:

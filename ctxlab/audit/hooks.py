@@ -8,9 +8,9 @@ Two rules need it:
   (``cuLaunchKernel``, ``cuLaunchKernelEx``, ``cuLaunchCooperativeKernel``), which arguments hold an
   address inside an allocation of a context other than the launch's. The C callback keeps the arguments
   (each one's size from ``cuFuncGetParamInfo``, once per CUfunction) of each distinct (function, context,
-  argument bytes) launch, and only while memory of more than one context exists; every 8-byte aligned word
-  of an argument is looked up, so a pointer inside a struct argument (CuPy passes each array as a struct
-  whose first member is its data pointer) or offset into an allocation is found.
+  argument bytes) launch once (a repeat points at the same kept bytes, and is inspected once here); every
+  8-byte aligned word of an argument is looked up, so a pointer inside a struct argument (CuPy passes each
+  array as a struct whose first member is its data pointer) or offset into an allocation is found.
 - ``green-context-on-two-threads``: which CUcontext handles are green contexts (``cuCtxFromGreenCtx``:
   the handle written to ``*pContext``).
 
@@ -34,6 +34,7 @@ FREES = ("cuMemFree_v2", "cuMemFreeAsync", "cuMemFreeAsync_ptsz")
 GREEN = "cuCtxFromGreenCtx"  # (CUcontext *pContext, CUgreenCtx hCtx)
 DESTROY = "cuCtxDestroy_v2"  # (CUcontext ctx)
 MIN_ADDRESS = 1 << 16  # smaller words are counts, flags and sizes: no allocation lies there
+INSPECTED_KEPT = 1 << 16  # distinct launches remembered as inspected
 
 FOREIGN_POINTER = "KERNEL_ARGUMENT_IN_ANOTHER_CONTEXT"
 GREEN_CONTEXT = "GREEN_CONTEXT"
@@ -102,6 +103,7 @@ class AuditHooks:
     def __init__(self) -> None:
         self.allocations = Allocations()
         self._lock = threading.Lock()
+        self._inspected: set[tuple] = set()  # (function, context, argument bytes) inspected: once each
         self.stats = {"launch_callbacks": 0, "launches_inspected": 0, "foreign_arguments": 0,
                       "allocations_seen": 0, "green_contexts": 0}
 
@@ -144,7 +146,11 @@ class AuditHooks:
                     out.append(self._note(e, GREEN_CONTEXT, context=args["ctx"], green=args.get("green", 0)))
                 else:
                     self.stats["launch_callbacks"] += 1
-                    if "arguments" in e:
+                    key = (args.get("function", 0), e.get("context"), e.get("arguments"))
+                    if "arguments" in e and key not in self._inspected:
+                        if len(self._inspected) >= INSPECTED_KEPT:
+                            self._inspected.clear()  # memory stays bounded; a repeat is inspected again
+                        self._inspected.add(key)
                         self.stats["launches_inspected"] += 1
                         out.extend(self._inspect(e))
         return out

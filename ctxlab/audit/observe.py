@@ -13,8 +13,11 @@ import signal
 import sys
 import threading
 
+from ctxlab.audit.allocators import AllocatorHooks
 from ctxlab.audit.exchange import ExchangeHook
 from ctxlab.audit.forks import ForkWatch, read_log
+from ctxlab.audit.ordering_calls import ORDERING_CALLBACKS
+from ctxlab.audit.rules_settings import SETTINGS_CALLBACKS
 from ctxlab.tracing.frames import traceback_stack, user_stack
 from ctxlab.tracing.program import trace_program
 from ctxlab.tracing.recorder import FlightSink
@@ -25,14 +28,16 @@ FORKS = "forks.jsonl"
 # Functions whose calls carry the user's stack in an audit besides the tracer's context functions and every
 # failing call (and the first call of each function per thread and context).
 # Launches carry one so that a sticky error can be traced to the launch that caused it (a loop launching from
-# one line reuses the stack the C side walked last), and the calls that can end or pin a capture.
+# one line reuses the stack the C side walked last), and the calls that can end or pin a capture; then the
+# calls the ordering and settings findings name.
 AUDIT_CALLBACKS = ("cuMemAlloc_v2", "cuMemAlloc", "cuCtxSynchronize", "cudaDeviceReset", "cuStreamCreate",
                    "cuStreamCreateWithPriority", "cuEventCreate", "cuEventRecord", "cuEventRecordWithFlags",
                    "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
                    "cuLaunchCooperativeKernel", "cuLaunchHostFunc", "cuGraphLaunch", "cudaLaunchKernel",
                    "cudaLaunchKernelExC", "cudaGraphLaunch", "cuStreamBeginCapture_v2", "cudaStreamBeginCapture",
                    "cuStreamDestroy_v2", "cuEventDestroy_v2", "cuModuleUnload", "cuMemFree_v2", "cudaFree",
-                   "cudaMalloc", "cudaStreamSynchronize", "cudaDeviceSynchronize", "cuStreamSynchronize")
+                   "cudaMalloc", "cudaStreamSynchronize", "cudaDeviceSynchronize", "cuStreamSynchronize",
+                   *ORDERING_CALLBACKS, *SETTINGS_CALLBACKS)
 
 
 
@@ -133,6 +138,8 @@ def observe_program(code: str | None, module: str | None, argv: list[str], sink:
         holder["tracer"] = tracer
         holder["exchange"] = exchange = ExchangeHook(tracer.note, tracer.timestamp)
         exchange.install()
+        holder["allocators"] = allocators = AllocatorHooks(tracer.note, tracer.timestamp)
+        allocators.install()
 
     threading.excepthook = thread_hook
     watch.install()
@@ -144,9 +151,12 @@ def observe_program(code: str | None, module: str | None, argv: list[str], sink:
     finally:
         if "exchange" in holder:
             holder["exchange"].close()
+        if "allocators" in holder:
+            holder["allocators"].close()
         watch.close()
         exits.close()
         threading.excepthook = saved_hook
     forks = read_log(log) if os.path.exists(log) else []
-    stats = {**stats, "handovers": holder["exchange"].count if "exchange" in holder else 0}
+    stats = {**stats, "handovers": holder["exchange"].count if "exchange" in holder else 0,
+             "allocator_notes": holder["allocators"].notes.count if "allocators" in holder else 0}
     return status, {"forks": forks, "stats": stats}

@@ -37,8 +37,21 @@ from ctxlab.audit.rules_context import (
 )
 from ctxlab.audit.rules_handles import handle_from_another_context, non_primary_current, unordered_handover
 from ctxlab.audit.rules_lifetimes import context_leak, stray_context, used_after_teardown
+from ctxlab.audit.rules_ordering import (
+    freed_while_in_use,
+    graph_replays_freed,
+    ipc_interior_pointer,
+    unordered_access,
+    wait_orders_nothing,
+)
 from ctxlab.audit.rules_settings import setting_changed_under
 
+ORDERING_SEES = ("Follows streams, events, copies, memsets, frees and graphs made while tracing, with the "
+                 "blocks CuPy's and PyTorch's pools hand out (the audit's allocator hooks); a kernel's memory is "
+                 "read from the arguments of driver launches (CuPy, Numba, cuda.bindings; PyTorch's kernels show "
+                 "none), and a kernel is taken to write a block nothing touched before or its only block, else to "
+                 "read it. Host synchronisation counts for every thread once it returned; order made by other means "
+                 "(a spin on host memory, cuStreamWaitValue) is not seen.")
 # The rules below it stand on the calls' own statuses and parameters: no lab claim demonstrates them.
 NO_CLAIM = ""
 
@@ -233,8 +246,9 @@ RULES: tuple[Rule, ...] = (
          "a kernel reads or writes memory that is no longer yours (an illegal address, or silent corruption).",
          NO_CLAIM, freed_memory_used,
          "Follows allocations made while tracing through cuMemAlloc* and cudaMalloc (not a library pool's reuse of "
-         "its own blocks, which never reaches the driver); kernel arguments are read only for launches whose "
-         "arguments the tracer kept (after a free, or with memory of several contexts)."),
+         "its own blocks, which never reaches the driver); kernel arguments are read for every driver launch "
+         "(cuLaunchKernel*, cuLaunchCooperativeKernel), each distinct launch once; a runtime launch the runtime "
+         "makes with no driver launch beneath it (PyTorch's) shows none."),
     Rule("handle-destroyed", "error", "A stream, event or module used after it was destroyed",
          "cuStreamDestroy, cuEventDestroy and cuModuleUnload end a handle's life; a later call passing it gets "
          "CUDA_ERROR_INVALID_HANDLE or CUDA_ERROR_INVALID_CONTEXT, or, where its value was reused, works on "
@@ -266,6 +280,36 @@ RULES: tuple[Rule, ...] = (
          "before tracing began, per-function attributes, and CUDA_VISIBLE_DEVICES changed after CUDA started (the "
          "child does not watch os.environ) are not seen. A change under another that only relied on the old value "
          "is reported where a call of the other that depends on it failed after the change."),
+    Rule("freed-while-in-use", "error", "Memory freed while another stream's work still uses it",
+         "A stream-ordered free (cuMemFreeAsync) is ordered only on its own stream, and a pool (CuPy's, PyTorch's "
+         "caching allocator) hands a freed block to the next allocation on the stream it was allocated on. Work "
+         "on another stream that uses the memory and is not ordered before the free can read what the next owner "
+         "writes, or overwrite it: silent wrong values, no error.",
+         NO_CLAIM, freed_while_in_use, ORDERING_SEES),
+    Rule("unordered-access", "error", "Two streams access the same memory with nothing ordering them",
+         "Work on different streams runs in any order unless an event wait, a synchronisation or the legacy "
+         "default stream's implicit synchronisation orders it. A read after another stream's write, or a write "
+         "after another stream's use, with none of those between, races: the result depends on timing.",
+         NO_CLAIM, unordered_access, ORDERING_SEES, superseded_by=("unordered-handover",)),
+    Rule("wait-orders-nothing", "warning", "A stream waits on an event that was never recorded",
+         "cuStreamWaitEvent on an event with no record does nothing, and a library's event that was never "
+         "recorded (PyTorch creates its CUDA event at the first record) makes no call at all: the work after the "
+         "wait is ordered after nothing, though the code reads as if it waited.",
+         NO_CLAIM, wait_orders_nothing,
+         "Knows events created and recorded while tracing; an event made before tracing began is not judged. "
+         "PyTorch's torch.cuda.Event.wait is seen through the audit's hook."),
+    Rule("graph-replays-freed", "error", "A CUDA graph replayed after memory it was captured with was freed",
+         "A graph's kernels and copies work on the addresses they were captured with. Freeing a captured input or "
+         "output and launching the graph again makes the replay read or write memory that may now belong to "
+         "another array.",
+         NO_CLAIM, graph_replays_freed, ORDERING_SEES),
+    Rule("ipc-interior-pointer", "warning", "An IPC handle exported for a pointer inside an allocation",
+         "cuIpcGetMemHandle names the whole allocation: the process that opens the handle maps the allocation's "
+         "base. A pointer into a pool's block inside a larger allocation (CuPy's and PyTorch's pools) reaches the "
+         "peer as the wrong address unless its offset is sent beside the handle.",
+         NO_CLAIM, ipc_interior_pointer,
+         "Knows allocations made while tracing; the offset the program may send beside the handle is not seen, "
+         "so a program that does send it is reported too (the finding says the offset to send)."),
     Rule("program-crashed", "error", "The program died by a signal",
          "A segfault, an abort or a SIGKILL ends the process without a Python traceback. The audit runs the "
          "program in a child whose CUDA calls go to shared memory as they happen, so everything up to the crash is "

@@ -26,6 +26,11 @@ _SHAPE_EX = (("grid_xy", ENTER, 0, DEREF, 0, 8), ("block_xy", ENTER, 0, DEREF, 1
 _CAPTURE_BEGIN = (("stream", ENTER, 0, VALUE, 0, 8), ("mode", ENTER, 8, VALUE, 0, 4))
 _STREAM_FIRST = (("stream", ENTER, 0, VALUE, 0, 8),)
 _COPY = (("ptr", ENTER, 0, VALUE, 0, 8), ("src", ENTER, 8, VALUE, 0, 8))
+_SIZE16 = ("size", ENTER, 16, VALUE, 0, 8)  # ByteCount of a copy
+_COUNT16 = ("count", ENTER, 16, VALUE, 0, 8)  # N (elements) of a memset
+_END_CAPTURE = (("stream", ENTER, 0, VALUE, 0, 8), ("graph", EXIT, 8, DEREF, 0, 8))
+_INSTANTIATE = (("exec", EXIT, 0, DEREF, 0, 8), ("graph", ENTER, 8, VALUE, 0, 8))
+_GRAPH_LAUNCH = (("exec", ENTER, 0, VALUE, 0, 8), ("stream", ENTER, 8, VALUE, 0, 8))
 
 FIELDS: dict[str, tuple[tuple[str, int, int, int, int, int], ...]] = {
     "cuCtxCreate_v2": (*_OUT_CTX, ("device", ENTER, 12, VALUE, 0, 4)),
@@ -43,8 +48,8 @@ FIELDS: dict[str, tuple[tuple[str, int, int, int, int, int], ...]] = {
     "cuDevicePrimaryCtxRelease_v2": (("device", ENTER, 0, VALUE, 0, 4),),
     "cuDevicePrimaryCtxReset": (("device", ENTER, 0, VALUE, 0, 4),),
     "cuDevicePrimaryCtxReset_v2": (("device", ENTER, 0, VALUE, 0, 4),),
-    "cuStreamCreate": (("stream", EXIT, 0, DEREF, 0, 8),),
-    "cuStreamCreateWithPriority": (("stream", EXIT, 0, DEREF, 0, 8),),
+    "cuStreamCreate": (("stream", EXIT, 0, DEREF, 0, 8), ("flags", ENTER, 8, VALUE, 0, 4)),
+    "cuStreamCreateWithPriority": (("stream", EXIT, 0, DEREF, 0, 8), ("flags", ENTER, 8, VALUE, 0, 4)),
     "cuStreamDestroy_v2": (("stream", ENTER, 0, VALUE, 0, 8),),
     "cuStreamSynchronize": (("stream", ENTER, 0, VALUE, 0, 8),),
     "cuStreamSynchronize_ptsz": (("stream", ENTER, 0, VALUE, 0, 8),),
@@ -72,19 +77,29 @@ FIELDS: dict[str, tuple[tuple[str, int, int, int, int, int], ...]] = {
     "cuLaunchHostFunc": _STREAM_FIRST, "cuLaunchHostFunc_ptsz": _STREAM_FIRST,
     "cuStreamBeginCapture": _STREAM_FIRST, "cuStreamBeginCapture_ptsz": _STREAM_FIRST,
     "cuStreamBeginCapture_v2": _CAPTURE_BEGIN, "cuStreamBeginCapture_v2_ptsz": _CAPTURE_BEGIN,
-    "cuStreamEndCapture": _STREAM_FIRST, "cuStreamEndCapture_ptsz": _STREAM_FIRST,
+    "cuStreamEndCapture": _END_CAPTURE, "cuStreamEndCapture_ptsz": _END_CAPTURE,
     "cuStreamQuery": _STREAM_FIRST, "cuStreamQuery_ptsz": _STREAM_FIRST,
-    "cuMemcpyAsync": (*_COPY, *_STREAM_AT[24]), "cuMemcpyAsync_ptsz": (*_COPY, *_STREAM_AT[24]),
-    "cuMemcpyHtoDAsync_v2": (("ptr", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[24]),
-    "cuMemcpyHtoDAsync_v2_ptsz": (("ptr", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[24]),
-    "cuMemcpyDtoHAsync_v2": (("ptr", ENTER, 8, VALUE, 0, 8), *_STREAM_AT[24]),
-    "cuMemcpyDtoHAsync_v2_ptsz": (("ptr", ENTER, 8, VALUE, 0, 8), *_STREAM_AT[24]),
-    "cuMemcpyDtoDAsync_v2": (*_COPY, *_STREAM_AT[24]), "cuMemcpyDtoDAsync_v2_ptsz": (*_COPY, *_STREAM_AT[24]),
-    "cuMemcpy": _COPY, "cuMemcpyDtoD_v2": _COPY,
-    "cuMemsetD8Async": (("ptr", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[24]),
-    "cuMemsetD32Async": (("ptr", ENTER, 0, VALUE, 0, 8), *_STREAM_AT[24]),
-    "cuMemsetD8_v2": (("ptr", ENTER, 0, VALUE, 0, 8),), "cuMemsetD32_v2": (("ptr", ENTER, 0, VALUE, 0, 8),),
-    "cuMemcpyDtoH_v2": (("ptr", ENTER, 8, VALUE, 0, 8),), "cuMemcpyHtoD_v2": (("ptr", ENTER, 0, VALUE, 0, 8),),
+    # copies and memsets: the device pointer(s), the byte or element count (ctxlab.audit.ordering sizes them)
+    "cuMemcpyAsync": (*_COPY, _SIZE16, *_STREAM_AT[24]), "cuMemcpyAsync_ptsz": (*_COPY, _SIZE16, *_STREAM_AT[24]),
+    "cuMemcpyHtoDAsync_v2": (("ptr", ENTER, 0, VALUE, 0, 8), _SIZE16, *_STREAM_AT[24]),
+    "cuMemcpyHtoDAsync_v2_ptsz": (("ptr", ENTER, 0, VALUE, 0, 8), _SIZE16, *_STREAM_AT[24]),
+    "cuMemcpyDtoHAsync_v2": (("src", ENTER, 8, VALUE, 0, 8), _SIZE16, *_STREAM_AT[24]),
+    "cuMemcpyDtoHAsync_v2_ptsz": (("src", ENTER, 8, VALUE, 0, 8), _SIZE16, *_STREAM_AT[24]),
+    "cuMemcpyDtoDAsync_v2": (*_COPY, _SIZE16, *_STREAM_AT[24]),
+    "cuMemcpyDtoDAsync_v2_ptsz": (*_COPY, _SIZE16, *_STREAM_AT[24]),
+    "cuMemcpy": (*_COPY, _SIZE16), "cuMemcpyDtoD_v2": (*_COPY, _SIZE16),
+    "cuMemsetD8Async": (("ptr", ENTER, 0, VALUE, 0, 8), _COUNT16, *_STREAM_AT[24]),
+    "cuMemsetD32Async": (("ptr", ENTER, 0, VALUE, 0, 8), _COUNT16, *_STREAM_AT[24]),
+    "cuMemsetD8_v2": (("ptr", ENTER, 0, VALUE, 0, 8), _COUNT16),
+    "cuMemsetD32_v2": (("ptr", ENTER, 0, VALUE, 0, 8), _COUNT16),
+    "cuMemcpyDtoH_v2": (("src", ENTER, 8, VALUE, 0, 8), _SIZE16),
+    "cuMemcpyHtoD_v2": (("ptr", ENTER, 0, VALUE, 0, 8), _SIZE16),
+    # graphs: what a capture made, what was instantiated from it, what is launched where
+    "cuGraphInstantiateWithFlags": _INSTANTIATE, "cuGraphInstantiate_v2": _INSTANTIATE,
+    "cuGraphInstantiateWithParams": _INSTANTIATE, "cuGraphInstantiateWithParams_ptsz": _INSTANTIATE,
+    "cuGraphLaunch": _GRAPH_LAUNCH, "cuGraphLaunch_ptsz": _GRAPH_LAUNCH,
+    # (CUipcMemHandle *pHandle, CUdeviceptr dptr): the pointer exported
+    "cuIpcGetMemHandle": (("ptr", ENTER, 8, VALUE, 0, 8),),
     "cuMemAlloc_v2": (("ptr", EXIT, 0, DEREF, 0, 8), ("size", ENTER, 8, VALUE, 0, 8)),
     "cuMemAllocManaged": (("ptr", EXIT, 0, DEREF, 0, 8), ("size", ENTER, 8, VALUE, 0, 8)),
     "cuMemAllocAsync": (("ptr", EXIT, 0, DEREF, 0, 8), ("size", ENTER, 8, VALUE, 0, 8),
@@ -135,15 +150,52 @@ LAUNCH_ARGUMENTS: dict[str, tuple[int, int, int]] = {
 _RUNTIME_LAUNCH = (("grid_xy", ENTER, 8, VALUE, 0, 8), ("block_xy", ENTER, 20, VALUE, 0, 8),
                    ("block_z_shared", ENTER, 28, VALUE, 0, 4), ("shared", ENTER, 40, VALUE, 0, 8),
                    ("stream", ENTER, 48, VALUE, 0, 8))
+_EVENT_STREAM = (("event", ENTER, 0, VALUE, 0, 8), ("stream", ENTER, 8, VALUE, 0, 8))
+_STREAM_EVENT = (("stream", ENTER, 0, VALUE, 0, 8), ("event", ENTER, 8, VALUE, 0, 8))
+# cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
+_RUNTIME_COPY = (("ptr", ENTER, 0, VALUE, 0, 8), ("src", ENTER, 8, VALUE, 0, 8), _SIZE16,
+                 ("kind", ENTER, 24, VALUE, 0, 4))
+_RUNTIME_COPY_ASYNC = (*_RUNTIME_COPY, ("stream", ENTER, 32, VALUE, 0, 8))
 RUNTIME_FIELDS: dict[str, tuple[tuple[str, int, int, int, int, int], ...]] = {
     "cudaSetDevice_v3020": (("device", ENTER, 0, VALUE, 0, 4),),
     "cudaLaunchKernel_v7000": _RUNTIME_LAUNCH, "cudaLaunchKernel_ptsz_v7000": _RUNTIME_LAUNCH,
     "cudaStreamBeginCapture_v10000": _CAPTURE_BEGIN, "cudaStreamBeginCapture_ptsz_v10000": _CAPTURE_BEGIN,
-    "cudaStreamEndCapture_v10000": _STREAM_FIRST, "cudaStreamEndCapture_ptsz_v10000": _STREAM_FIRST,
+    "cudaStreamEndCapture_v10000": _END_CAPTURE, "cudaStreamEndCapture_ptsz_v10000": _END_CAPTURE,
     "cudaStreamSynchronize_v3020": _STREAM_FIRST, "cudaStreamSynchronize_ptsz_v7000": _STREAM_FIRST,
     "cudaMalloc_v3020": (("ptr", EXIT, 0, DEREF, 0, 8), ("size", ENTER, 8, VALUE, 0, 8)),
     "cudaFree_v3020": (("ptr", ENTER, 0, VALUE, 0, 8),),
     "cudaInitDevice_v12000": (("device", ENTER, 0, VALUE, 0, 4),),
+    # the ordering model's (ctxlab.audit.ordering): streams, events, copies, memsets, graphs, IPC
+    "cudaStreamCreate_v3020": (("stream", EXIT, 0, DEREF, 0, 8),),
+    "cudaStreamCreateWithFlags_v5000": (("stream", EXIT, 0, DEREF, 0, 8), ("flags", ENTER, 8, VALUE, 0, 4)),
+    "cudaStreamCreateWithPriority_v5050": (("stream", EXIT, 0, DEREF, 0, 8), ("flags", ENTER, 8, VALUE, 0, 4)),
+    "cudaEventCreate_v3020": (("event", EXIT, 0, DEREF, 0, 8),),
+    "cudaEventCreateWithFlags_v3020": (("event", EXIT, 0, DEREF, 0, 8),),
+    "cudaEventRecord_v3020": _EVENT_STREAM, "cudaEventRecord_ptsz_v7000": _EVENT_STREAM,
+    "cudaEventRecordWithFlags_v11010": _EVENT_STREAM, "cudaEventRecordWithFlags_ptsz_v11010": _EVENT_STREAM,
+    "cudaStreamWaitEvent_v3020": _STREAM_EVENT, "cudaStreamWaitEvent_ptsz_v7000": _STREAM_EVENT,
+    "cudaEventSynchronize_v3020": (("event", ENTER, 0, VALUE, 0, 8),),
+    "cudaEventQuery_v3020": (("event", ENTER, 0, VALUE, 0, 8),),
+    "cudaStreamQuery_v3020": _STREAM_FIRST, "cudaStreamQuery_ptsz_v7000": _STREAM_FIRST,
+    "cudaMemcpyAsync_v3020": _RUNTIME_COPY_ASYNC, "cudaMemcpyAsync_ptsz_v7000": _RUNTIME_COPY_ASYNC,
+    "cudaMemcpy_v3020": _RUNTIME_COPY, "cudaMemcpy_ptds_v7000": _RUNTIME_COPY,
+    # (void *devPtr, int value, size_t count, cudaStream_t stream)
+    "cudaMemsetAsync_v3020": (("ptr", ENTER, 0, VALUE, 0, 8), _SIZE16, ("stream", ENTER, 24, VALUE, 0, 8)),
+    "cudaMemsetAsync_ptsz_v7000": (("ptr", ENTER, 0, VALUE, 0, 8), _SIZE16, ("stream", ENTER, 24, VALUE, 0, 8)),
+    "cudaMemset_v3020": (("ptr", ENTER, 0, VALUE, 0, 8), _SIZE16),
+    "cudaMallocAsync_v11020": (("ptr", EXIT, 0, DEREF, 0, 8), ("size", ENTER, 8, VALUE, 0, 8),
+                               ("stream", ENTER, 16, VALUE, 0, 8)),
+    "cudaMallocAsync_ptsz_v11020": (("ptr", EXIT, 0, DEREF, 0, 8), ("size", ENTER, 8, VALUE, 0, 8),
+                                    ("stream", ENTER, 16, VALUE, 0, 8)),
+    "cudaFreeAsync_v11020": (("ptr", ENTER, 0, VALUE, 0, 8), ("stream", ENTER, 8, VALUE, 0, 8)),
+    "cudaFreeAsync_ptsz_v11020": (("ptr", ENTER, 0, VALUE, 0, 8), ("stream", ENTER, 8, VALUE, 0, 8)),
+    "cudaGraphInstantiate_v10000": _INSTANTIATE, "cudaGraphInstantiate_v12000": _INSTANTIATE,
+    "cudaGraphInstantiateWithFlags_v11040": _INSTANTIATE, "cudaGraphInstantiateWithParams_v12000": _INSTANTIATE,
+    "cudaGraphInstantiateWithParams_ptsz_v12000": _INSTANTIATE,
+    "cudaGraphLaunch_v10000": _GRAPH_LAUNCH, "cudaGraphLaunch_ptsz_v10000": _GRAPH_LAUNCH,
+    "cudaLaunchHostFunc_v10000": _STREAM_FIRST, "cudaLaunchHostFunc_ptsz_v10000": _STREAM_FIRST,
+    # (cudaIpcMemHandle_t *handle, void *devPtr)
+    "cudaIpcGetMemHandle_v4010": (("ptr", ENTER, 8, VALUE, 0, 8),),
     # settings (ctxlab.audit.rules_settings)
     "cudaDeviceSetLimit_v3020": (("limit", ENTER, 0, VALUE, 0, 4), ("value", ENTER, 8, VALUE, 0, 8)),
     "cudaSetDeviceFlags_v3020": (("flags", ENTER, 0, VALUE, 0, 4),),

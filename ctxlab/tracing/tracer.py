@@ -229,9 +229,7 @@ class Tracer:
             if member.name.startswith("cuDevicePrimaryCtxRetain"):  # names the runtime copy that retains
                 lib.ctxlab_set_want(native.DOMAIN_DRIVER, cbid, native.WANT_CALLERS)
             if self.launch_arguments and member.name.startswith("cuMemAlloc"):  # which library allocated too
-                lib.ctxlab_set_want(native.DOMAIN_DRIVER, cbid, native.WANT_ALLOC | native.WANT_CALLERS)
-            if self.launch_arguments and member.name.startswith("cuMemFree"):
-                lib.ctxlab_set_want(native.DOMAIN_DRIVER, cbid, native.WANT_FREE)
+                lib.ctxlab_set_want(native.DOMAIN_DRIVER, cbid, native.WANT_CALLERS)
         for member in cupti.runtime_api_trace_cbid:
             if member.name in _IGNORED_CBIDS:
                 continue

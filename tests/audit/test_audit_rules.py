@@ -30,9 +30,13 @@ def test_rules_are_declared_with_a_claim_the_labs_judge():
                                       "handle-from-another-context", "non-primary-current", "used-after-teardown",
                                       "unordered-handover", "sticky-error", "capture-violation", "freed-memory-used",
                                       "handle-destroyed", "out-of-memory", "launch-config",
-                                      "setting-changed-under", "program-crashed", "program-hung", "failed-call"]
+                                      "setting-changed-under", "freed-while-in-use", "unordered-access",
+                                      "wait-orders-nothing", "graph-replays-freed", "ipc-interior-pointer",
+                                      "program-crashed", "program-hung", "failed-call"]
     unclaimed = {"sticky-error", "capture-violation", "freed-memory-used", "handle-destroyed", "out-of-memory",
-                 "launch-config", "setting-changed-under", "program-crashed", "program-hung", "failed-call"}
+                 "launch-config", "setting-changed-under", "freed-while-in-use", "unordered-access",
+                 "wait-orders-nothing", "graph-replays-freed", "ipc-interior-pointer", "program-crashed",
+                 "program-hung", "failed-call"}
     for rule in RULES:
         assert rule.claim in ids if rule.id not in unclaimed else rule.claim == "", rule.id
         assert rule.severity in ("error", "warning", "info") and rule.explanation and rule.cannot_see

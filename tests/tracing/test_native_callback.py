@@ -320,7 +320,7 @@ class Launch:
 
 @pytest.fixture()
 def launches():
-    """A tracer whose C side keeps launch arguments (cbid 307), with allocations counted (cbid 10)."""
+    """A tracer whose C side keeps launch arguments (cbid 307)."""
     from ctxlab.tracing.tracer import Tracer
 
     t = Tracer(stacks=True)
@@ -329,7 +329,6 @@ def launches():
     t._function = lambda kind, cbid: "cuLaunchKernel" if cbid == 307 else "cuMemAlloc_v2"
     t._status_of = lambda kind, value: "CUDA_SUCCESS"
     lib.ctxlab_set_launch(307, 0, 48, 56)
-    lib.ctxlab_set_want(native.DOMAIN_DRIVER, 10, native.WANT_ALLOC)
     t._begin()
     yield t, lib
     t.close()
@@ -341,18 +340,24 @@ def carray(pointer: int) -> bytes:
     return struct.pack("<Qqqq", pointer, 8, 8, 4)
 
 
-def test_launch_arguments_are_kept_only_where_memory_of_another_context_exists(launches):
+def test_every_launch_keeps_its_arguments_once_per_distinct_bytes(launches):
     t, lib = launches
-    call(lib, 10, Call(1, context=0xA))  # context A allocates
-    call(lib, 307, Launch(0xA, [carray(0x7F00), carray(0x7F10), b"\1\0\0\0"]).call)  # A launches: cannot point out
-    call(lib, 10, Call(2, context=0xB))  # now B has memory too
-    second = Launch(0xA, [carray(0x7F00), carray(0x7F10), b"\1\0\0\0"])
-    call(lib, 307, second.call)
-    call(lib, 307, second.call)  # the same launch again: kept once
+    first = Launch(0xA, [carray(0x7F00), carray(0x7F10), b"\1\0\0\0"])  # kept alive: C reads its buffers
+    counts = (ctypes.c_uint64 * 8)()
+    call(lib, 307, first.call)
+    lib.ctxlab_counts(counts)
+    kept_bytes = counts[7]
+    call(lib, 307, first.call)  # the same launch again: its record points at the same kept bytes
+    lib.ctxlab_counts(counts)
+    assert counts[7] == kept_bytes > 0  # a loop adds nothing to the argument store
+    other = Launch(0xA, [carray(0x7F20), carray(0x7F10), b"\1\0\0\0"])
+    call(lib, 307, other.call)
     events = [e for e in t.drain() if e["name"] == "cuLaunchKernel"]
-    assert ["arguments" in e for e in events] == [False, True, False]
+    assert ["arguments" in e for e in events] == [True, True, True]
+    assert events[0]["arguments"] == events[1]["arguments"] != events[2]["arguments"]
     from ctxlab.audit.hooks import arguments
 
-    kept = arguments(events[1]["arguments"])
+    kept = arguments(events[0]["arguments"])
     assert [(i, len(raw)) for i, raw in kept] == [(0, 32), (1, 32)]  # the 4-byte int is not an address
+    assert arguments(events[2]["arguments"])[0][1] == carray(0x7F20)
     assert kept[0][1] == carray(0x7F00) and events[1]["stack"]  # a launch the pointer rule may report

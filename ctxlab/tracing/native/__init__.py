@@ -42,7 +42,7 @@ def __getattr__(name: str):
 
 DOMAIN_DRIVER, DOMAIN_RUNTIME, DOMAIN_RESOURCE = 1, 2, 3
 NESTED_IN_RUNTIME, NO_EXIT, BLOB_DROPPED = 1, 2, 4
-WANT_STACK, WANT_LAUNCH, WANT_ALLOC, WANT_MODULE, WANT_CALLERS, WANT_NAME, WANT_FREE = 1, 2, 4, 8, 16, 32, 64
+WANT_STACK, WANT_LAUNCH, WANT_MODULE, WANT_CALLERS, WANT_NAME = 1, 2, 8, 16, 32
 CALLERS_ITEM = 0xFFFFFFFE  # an argument-store item holding native return addresses (cupti_shim.c)
 ENTER, EXIT = 0, 1
 # What became of a stack (cupti_shim.c's S_* values), and what a report says where there is none.

@@ -65,12 +65,9 @@
 /* want flags per function */
 #define W_STACK 1u      /* take the user's stack for this function */
 #define W_LAUNCH 2u     /* a kernel launch: keep its arguments (audit) */
-#define W_ALLOC 4u      /* an allocation: its context owns memory (a launch elsewhere may point into it) */
 #define W_MODULE 8u     /* a module resource event: its descriptor holds the module's id */
 #define W_CALLERS 16u    /* keep the native return addresses (which shared object called, e.g. a runtime copy) */
-#define W_FREE 64u      /* a free: from now on a launch's arguments may point into freed memory (kept) */
 #define W_NAME 32u      /* a launch: name its function once (the flight recorder's kernel names) */
-#define MAX_OWNERS 64
 #define CALLERS_ITEM 0xfffffffeu  /* argument-store item: return addresses, not a launch's arguments */
 #define MAX_CALLERS 32
 
@@ -148,10 +145,8 @@ static uint32_t ring_head, ring_tail;
 
 static pthread_mutex_t seen_mu = PTHREAD_MUTEX_INITIALIZER;  /* launches already kept; function layouts */
 static uint64_t seen[SEEN_SLOTS];
+static uint32_t seen_at[SEEN_SLOTS], seen_len[SEEN_SLOTS];  /* where each seen launch's arguments were kept */
 static size_t nseen;
-static uint64_t owners[MAX_OWNERS];  /* contexts that allocated memory while tracing */
-static volatile int nowners;
-static volatile int freed_any;  /* memory was freed while tracing */
 static struct { uint64_t function; uint16_t n; uint16_t sizes[MAX_PARAMS]; } *layouts;
 
 typedef struct {
@@ -320,6 +315,9 @@ int ctxlab_flight_open(const char *path, uint64_t cap_records, uint64_t cap_stac
     pthread_mutex_unlock(&code_mu);
     pthread_mutex_lock(&seen_mu);
     memset(named_functions, 0, sizeof(named_functions));
+    memset(seen, 0, sizeof(seen));  /* kept arguments are named by their place in this recording */
+    memset(seen_at, 0, sizeof(seen_at));
+    nseen = 0;
     pthread_mutex_unlock(&seen_mu);
     pthread_mutex_lock(&mu);
     fbase = base;
@@ -700,17 +698,17 @@ void ctxlab_set_helper(int running) {
 
 static uint64_t mix(uint64_t h, uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); return h; }
 
-static int seen_before(uint64_t key) {
-    /* 1 if a launch with this (function, context, argument bytes) was kept already; else remembers it */
-    if (!key) key = 1;
-    pthread_mutex_lock(&seen_mu);
-    if (nseen >= SEEN_SLOTS / 2) { memset(seen, 0, sizeof(seen)); nseen = 0; }  /* memory stays bounded */
+static size_t seen_slot(uint64_t key, uint32_t *at, uint32_t *len) {
+    /* the slot of a launch's (function, context, argument bytes), and where its kept bytes are (at 0: kept
+       by no launch yet; the slot is taken for this one). Called with seen_mu held. */
+    if (nseen >= SEEN_SLOTS / 2) {  /* memory stays bounded */
+        memset(seen, 0, sizeof(seen)); memset(seen_at, 0, sizeof(seen_at)); nseen = 0;
+    }
     size_t i = (size_t)(key * 0x9e3779b97f4a7c15ull) & (SEEN_SLOTS - 1);
     while (seen[i] && seen[i] != key) i = (i + 1) & (SEEN_SLOTS - 1);
-    int found = seen[i] == key;
-    if (!found) { seen[i] = key; nseen++; }
-    pthread_mutex_unlock(&seen_mu);
-    return found;
+    if (seen[i] == key) { *at = seen_at[i]; *len = seen_len[i]; }
+    else { seen[i] = key; seen_at[i] = 0; nseen++; *at = 0; }
+    return i;
 }
 
 static int layout_of(uint64_t function, uint16_t *sizes) {
@@ -767,10 +765,9 @@ static uint32_t keep_blob(const uint8_t *data, size_t len, uint32_t *out_len, ui
 }
 
 static void keep_launch(const spec_t *spec, uint64_t params, uint64_t context, frame_t *fr) {
-    /* the arguments as (u32 index, u32 size, bytes) items; index 0xffffffff: the packed extra buffer.
-       Only where memory of another context than the launch's exists: else no argument can point there. */
-    int n_owners = nowners;
-    if ((n_owners == 0 || (n_owners == 1 && owners[0] == context)) && !freed_any) return;
+    /* the arguments as (u32 index, u32 size, bytes) items; index 0xffffffff: the packed extra buffer. Every
+       launch gets them (the ordering model needs the memory each kernel touches); a launch whose (function,
+       context, argument bytes) were kept before points at the same kept bytes: a loop adds nothing. */
     uint8_t buf[MAX_ARG_BYTES];
     size_t len = 0;
     uint64_t function = read_u64(params + (uint64_t)spec->f_off);
@@ -808,8 +805,17 @@ static void keep_launch(const spec_t *spec, uint64_t params, uint64_t context, f
             len = 8 + size;
         }
     }
-    if (!len || seen_before(h)) return;
+    if (!len) return;
+    if (!h) h = 1;
+    uint32_t at = 0, at_len = 0;
+    pthread_mutex_lock(&seen_mu);
+    size_t slot = seen_slot(h, &at, &at_len);
+    pthread_mutex_unlock(&seen_mu);
+    if (at) { fr->blob = at; fr->blob_len = at_len; return; }
     fr->blob = keep_blob(buf, len, &fr->blob_len, &fr->flags);
+    pthread_mutex_lock(&seen_mu);
+    if (seen[slot] == h) { seen_at[slot] = fr->blob; seen_len[slot] = fr->blob_len; }
+    pthread_mutex_unlock(&seen_mu);
 }
 
 static void keep_callers(frame_t *fr) {
@@ -838,15 +844,6 @@ static void capture(const spec_t *spec, int site, uint64_t params, uint64_t *val
         if (f->width == 4) v &= 0xffffffffull;
         values[i] = v;
     }
-}
-
-static void note_owner(uint64_t context) {
-    for (int i = 0; i < nowners; i++) if (owners[i] == context) return;
-    pthread_mutex_lock(&seen_mu);
-    int known = 0;
-    for (int i = 0; i < nowners; i++) if (owners[i] == context) known = 1;
-    if (!known && nowners < MAX_OWNERS) { owners[nowners] = context; nowners++; }
-    pthread_mutex_unlock(&seen_mu);
 }
 
 static volatile int recorded_any;  /* read without the lock by a fork hook: has CUDA been used while tracing */
@@ -970,8 +967,6 @@ void ctxlab_callback(void *userdata, uint32_t domain, uint32_t cbid, const void 
     r.correlation = *(const uint32_t *)(uintptr_t)(base + 64);
     uint64_t ret = read_u64(base + 24);
     r.status = ret ? *(const int32_t *)(uintptr_t)ret : 0;
-    if ((spec->want & W_ALLOC) && r.status == 0 && r.context) note_owner(r.context);
-    if ((spec->want & W_FREE) && r.status == 0) freed_any = 1;
     if (r.status != 0 && r.status != 600 && failure_callers && !r.blob) {  /* 600: NOT_READY, an answer */
         frame_t callers;
         memset(&callers, 0, sizeof(callers));
@@ -1116,9 +1111,8 @@ void ctxlab_reset(void) {
     pthread_mutex_unlock(&mu);
     pthread_mutex_lock(&seen_mu);
     memset(seen, 0, sizeof(seen));
+    memset(seen_at, 0, sizeof(seen_at));
     nseen = 0;
-    nowners = 0;
-    freed_any = 0;
     pthread_mutex_unlock(&seen_mu);
     pthread_mutex_lock(&req_mu);
     ring_head = ring_tail = 0;

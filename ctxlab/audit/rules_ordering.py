@@ -1,0 +1,137 @@
+"""The ordering rules: the hazards the happens-before model (``ctxlab.audit.ordering``) finds, as findings whose
+because is the operation that should have been ordered before the one found.
+
+- ``freed-while-in-use``: memory freed (``cuMemFreeAsync``, or a library pool's block handed back) while an
+  operation on another stream that uses it is not ordered before the free;
+- ``unordered-access``: an access on one stream after a write on another (or a write after a use) with no
+  event, stream wait or synchronisation between;
+- ``wait-orders-nothing``: a stream wait on an event that was never recorded (the wait has no effect);
+- ``graph-replays-freed``: a graph launched after memory its captured work touches was freed;
+- ``ipc-interior-pointer``: an IPC handle made for a pointer inside an allocation (the handle names the
+  allocation; the peer gets its base).
+
+Every message is built from the calls and values recorded: the two operations, their streams, the memory
+(its address, size and the call that made it).
+"""
+
+from __future__ import annotations
+
+from ctxlab.audit.engine import Hit, Stream, thread_of
+from ctxlab.audit.ordering import (
+    FREED,
+    GRAPH_FREED,
+    IPC_INTERIOR,
+    UNORDERED,
+    WAIT_UNRECORDED,
+    Hazard,
+    Ordering,
+    describe,
+    ordering_of,
+)
+
+
+def ordering(s: Stream) -> Ordering:
+    """The ordering model of this stream (built once, kept on it)."""
+    known = getattr(s, "_ordering", None)
+    if known is None:
+        known = ordering_of(s.events)
+        s._ordering = known  # type: ignore[attr-defined]
+    return known
+
+
+def op(e: dict) -> str:
+    """An operation as a message names it: the call (or what a library hook saw) and its thread."""
+    return f"{e.get('call') or e.get('name', '?')} on thread {thread_of(e)}"
+
+
+def memory(h: Hazard) -> str:
+    """``N bytes at 0x... (made by call on thread T)``."""
+    d = h.detail
+    made = d.get("made") or {}
+    return f"{d.get('size', 0)} bytes at {d.get('base', 0):#x} (made by {op(made)})"
+
+
+def _hits(s: Stream, kind: str) -> list[Hazard]:
+    return [h for h in ordering(s).hazards if h.kind == kind]
+
+
+def _hit(h: Hazard, message: str, cause_what: str) -> Hit:
+    return Hit(h.event, message, calls=(h.event, h.cause), cause=h.cause, cause_what=cause_what)
+
+
+def freed_while_in_use(s: Stream) -> list[Hit]:
+    """Memory freed while a use on another stream is not ordered before the free."""
+    out = []
+    for h in _hits(s, FREED):
+        on, where = describe(h.detail["first"]), h.detail.get("second")
+        reuse = (f"the memory goes back for work on {describe(where)}" if where and where[0] != "host"
+                 else "the memory may be handed out again at once")
+        out.append(_hit(h, f"{op(h.event)} freed {memory(h)} while {op(h.cause)} on {on} still used it, and nothing "
+                           f"ordered that use before the free: {reuse}, and the next owner's work can overwrite it "
+                           f"while the use runs (silent wrong values). Order the use before the free: record an "
+                           f"event after the use and wait for it on the freeing stream, tell the pool the other "
+                           f"stream uses it (PyTorch: tensor.record_stream(stream)), keep a reference until the "
+                           f"other stream is synchronised",
+                        f"{op(h.cause)} used the memory on {on}, and nothing ordered it before the free"))
+    return out
+
+
+def unordered_access(s: Stream) -> list[Hit]:
+    """An access after another stream's write (or a write after its use) with nothing ordering the two."""
+    out = []
+    for h in _hits(s, UNORDERED):
+        first, second = describe(h.detail["first"]), describe(h.detail["second"])
+        did = "wrote" if h.detail.get("after") == "write" else "used"
+        does = "writes" if h.detail.get("write") else "reads"
+        out.append(_hit(h, f"{op(h.event)} {does} {memory(h)} on {second}, which {op(h.cause)} {did} on {first}, "
+                           f"with no event wait or synchronisation between them: the GPU may run them in either "
+                           f"order (silent wrong values). Record an event on {first} after the first and make "
+                           f"{second} wait for it (cuStreamWaitEvent, Stream.wait_event), or synchronise {first} "
+                           f"before the second is enqueued",
+                        f"{op(h.cause)} {did} the memory on {first}, and nothing ordered it before"))
+    return out
+
+
+def wait_orders_nothing(s: Stream) -> list[Hit]:
+    """A stream wait on an event that was never recorded."""
+    out = []
+    for h in _hits(s, WAIT_UNRECORDED):
+        library = h.detail.get("library")
+        second = h.detail.get("second")
+        waiter = f" made {describe(second)} wait" if second else " waited"
+        how = (f"{library} makes no CUDA call for it (its event is created at its first record), so"
+               if library else "cudaStreamWaitEvent: \"if the event has not been recorded, the call has no "
+                               "effect\", so")
+        out.append(_hit(h, f"{op(h.event)}{waiter} on an event that was never recorded: {how} the work enqueued "
+                           f"after the wait is ordered after nothing. Record the event on the producing stream "
+                           f"after the work it stands for (cuEventRecord, Stream.record(event), "
+                           f"event.record(stream)) before any stream waits for it",
+                        f"{op(h.cause)} made the event, and nothing recorded it before the wait"))
+    return out
+
+
+def graph_replays_freed(s: Stream) -> list[Hit]:
+    """A graph launched after memory its captured work touches was freed."""
+    out = []
+    for h in _hits(s, GRAPH_FREED):
+        captured = h.detail.get("captured") or {}
+        out.append(_hit(h, f"{op(h.event)} replayed a graph whose captured {op(captured)} touches {memory(h)}, "
+                           f"freed by {op(h.cause)} before the launch: a replay works on the addresses it was "
+                           f"captured with, which may now hold another array. Keep every captured input and "
+                           f"output alive (and in place) for as long as the graph is launched",
+                        f"{op(h.cause)} freed memory the graph was captured with"))
+    return out
+
+
+def ipc_interior_pointer(s: Stream) -> list[Hit]:
+    """An IPC handle made for a pointer inside an allocation, not at its base."""
+    out = []
+    for h in _hits(s, IPC_INTERIOR):
+        d = h.detail
+        out.append(_hit(h, f"{op(h.event)} exported {d['pointer']:#x}, {d['offset']} bytes into the allocation of "
+                           f"{memory(h)}: an IPC handle names the whole allocation, and the peer that opens it "
+                           f"gets the allocation's base, not this pointer, and reads the wrong bytes. Send the "
+                           f"offset beside the handle (PyTorch's storage sharing does), or export a pointer that "
+                           f"is the base of its own allocation",
+                        f"{op(h.cause)} made the allocation the exported pointer lies inside"))
+    return out

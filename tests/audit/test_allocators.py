@@ -1,0 +1,185 @@
+"""The allocator and library hooks on stand-ins with CuPy's and PyTorch's shapes (real CuPy needs a GPU even
+to make a MemoryPointer; tests/gpu runs the real ones): each block out and back is noted with the user's line,
+what the library returns is its own, and close puts every function back."""
+
+from __future__ import annotations
+
+import gc
+import types
+
+from ctxlab.audit.allocators import AllocatorHooks, Notes
+from ctxlab.audit.ordering import LIBRARY_WAIT, POOL_ALLOC, POOL_FREE, RECORD_STREAM
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.notes: list[dict] = []
+        self.t = 0
+
+    def note(self, e: dict) -> None:
+        self.notes.append(e)
+
+    def timestamp(self) -> int:
+        self.t += 1
+        return self.t
+
+
+def fake_cupy():
+    """CuPy's allocator API: set_allocator/get_allocator, UnownedMemory(ptr, size, owner, device_id),
+    MemoryPointer(mem, offset), get_current_stream().ptr; its pool hands out 0x7f00... blocks."""
+    state = {"allocator": None, "next": 0x7F0000000000, "returned": []}
+
+    class Pooled:
+        def __init__(self, ptr, size):
+            self.ptr, self.size, self.device_id = ptr, size, 0
+
+        def __del__(self):
+            state["returned"].append(self.ptr)
+
+    class UnownedMemory:
+        def __init__(self, ptr, size, owner, device_id):
+            self.ptr, self.size, self.owner, self.device_id = ptr, size, owner, device_id
+
+    class MemoryPointer:
+        def __init__(self, mem, offset):
+            self.mem, self.ptr, self.device_id = mem, mem.ptr + offset, mem.device_id
+
+    def pool_malloc(size):
+        state["next"] += 1 << 20
+        return Pooled(state["next"], size)
+
+    def set_allocator(allocator=None):
+        state["allocator"] = allocator
+
+    memory = types.SimpleNamespace(set_allocator=set_allocator, get_allocator=lambda: state["allocator"],
+                                   UnownedMemory=UnownedMemory, MemoryPointer=MemoryPointer)
+    stream = types.SimpleNamespace(ptr=0xA1)
+    cuda = types.SimpleNamespace(memory=memory, set_allocator=set_allocator, get_current_stream=lambda: stream)
+    set_allocator(pool_malloc)
+    return types.SimpleNamespace(__name__="cupy", cuda=cuda), state
+
+
+def test_cupy_blocks_are_noted_out_and_back_with_the_users_line():
+    cupy, state = fake_cupy()
+    rec = Recorder()
+    hooks = AllocatorHooks(rec.note, rec.timestamp)
+    hooks.hook_cupy(cupy)
+    array = cupy.cuda.memory.get_allocator()(4096)  # the line the note names
+    ptr = array.ptr
+    assert [n["name"] for n in rec.notes] == [POOL_ALLOC] and state["returned"] == []
+    out = rec.notes[0]
+    assert (out["ptr"], out["size"], out["stream"], out["library"]) == (ptr, 4096, 0xA1, "CuPy")
+    assert out["stack"][0][0].endswith("test_allocators.py")
+    del array
+    gc.collect()
+    assert [n["name"] for n in rec.notes] == [POOL_ALLOC, POOL_FREE] and rec.notes[1]["ptr"] == ptr
+    assert state["returned"] == [ptr]  # the pool got its block back after the note
+    assert rec.notes[1]["start"] > out["start"]
+
+
+def test_an_allocator_the_program_sets_later_is_wrapped_and_close_puts_the_original_back():
+    cupy, state = fake_cupy()
+    original = cupy.cuda.memory.get_allocator()
+    rec = Recorder()
+    hooks = AllocatorHooks(rec.note, rec.timestamp)
+    hooks.hook_cupy(cupy)
+    mine = cupy.cuda.memory.get_allocator()
+    cupy.cuda.set_allocator(original)  # the program sets its own: wrapped again
+    assert getattr(cupy.cuda.memory.get_allocator(), "__ctxlab_pool__", False)
+    cupy.cuda.set_allocator(mine)  # a wrapped one is not wrapped twice
+    assert cupy.cuda.memory.get_allocator() is mine
+    cupy.cuda.set_allocator(None)
+    assert cupy.cuda.memory.get_allocator() is None
+    hooks.close()
+    assert cupy.cuda.memory.get_allocator() is original and not hasattr(cupy.cuda.set_allocator, "__wrapped__")
+
+
+def fake_torch(recorded: bool = False):
+    """PyTorch's trace registries, Tensor.record_stream, torch.cuda.Event (.cuda_event 0 until recorded)."""
+    callbacks: dict[str, list] = {"alloc": [], "free": []}
+    trace = types.SimpleNamespace(register_callback_for_memory_allocation=callbacks["alloc"].append,
+                                  register_callback_for_memory_deallocation=callbacks["free"].append)
+    active = []
+
+    class Tensor:
+        def __init__(self, ptr):
+            self.ptr = ptr
+
+        def untyped_storage(self):
+            return types.SimpleNamespace(data_ptr=lambda: self.ptr)
+
+        def record_stream(self, stream):
+            return ("recorded", stream.cuda_stream)
+
+    class Event:
+        def __new__(cls, enable_timing=False):
+            return super().__new__(cls)
+
+        def __init__(self, enable_timing=False):
+            self.cuda_event = 0xE1 if recorded else 0
+
+        def wait(self, stream=None):
+            return "waited"
+
+    stream = types.SimpleNamespace(cuda_stream=0xB2)
+    cuda = types.SimpleNamespace(_gpu_trace=trace, Event=Event, current_stream=lambda: stream)
+    torch = types.SimpleNamespace(__name__="torch", cuda=cuda, Tensor=Tensor,
+                                  _C=types.SimpleNamespace(_activate_gpu_trace=lambda: active.append(True)))
+    return torch, callbacks, active, stream
+
+
+def test_torch_blocks_record_stream_and_a_wait_on_an_event_never_recorded_are_noted():
+    torch, callbacks, active, stream = fake_torch()
+    rec = Recorder()
+    hooks = AllocatorHooks(rec.note, rec.timestamp)
+    hooks.hook_torch(torch)
+    assert active == [True]
+    callbacks["alloc"][0](0x7F0000100000)
+    tensor = torch.Tensor(0x7F0000100000)
+    assert tensor.record_stream(stream) == ("recorded", 0xB2)  # the library's own answer
+    event = torch.cuda.Event()  # made here
+    assert event.wait() == "waited"
+    callbacks["free"][0](0x7F0000100000)
+    assert [n["name"] for n in rec.notes] == [POOL_ALLOC, RECORD_STREAM, LIBRARY_WAIT, POOL_FREE]
+    alloc, record, wait, _free = rec.notes
+    assert alloc["stream"] == 0xB2 and alloc["size"] == 0 and record["stream"] == 0xB2
+    assert wait["made"]["stack"][0][1] == wait["stack"][0][1] - 1  # the Event() line, the one before the wait
+    hooks.close()
+    assert "record_stream" in vars(torch.Tensor) and torch.Tensor.record_stream(tensor, stream) == ("recorded", 0xB2)
+    assert torch.cuda.Event.wait.__name__ == "wait" and "ctxlab" not in repr(vars(torch.cuda.Event)["__new__"])
+    callbacks["free"][0](0x7F0000100000)  # the trace stays on in PyTorch: after close it notes nothing
+    assert len(rec.notes) == 4
+
+
+def test_a_wait_on_a_recorded_event_notes_nothing():
+    torch, _, _, _ = fake_torch(recorded=True)
+    rec = Recorder()
+    AllocatorHooks(rec.note, rec.timestamp).hook_torch(torch)
+    torch.cuda.Event().wait()
+    assert rec.notes == []
+
+
+def test_a_note_made_inside_a_note_waits_and_is_sent_next():
+    sent: list[dict] = []
+    notes: Notes
+
+    def note(e: dict) -> None:
+        if e["name"] == "outer":  # a finaliser running inside the tracer's note (a garbage collection)
+            notes.send(notes.make("inner"))
+        sent.append(e)
+
+    notes = Notes(note, iter(range(100)).__next__)
+    notes.send(notes.make("outer"))
+    assert [e["name"] for e in sent] == ["outer"]
+    notes.send(notes.make("next"))
+    assert [e["name"] for e in sent] == ["outer", "inner", "next"]
+    assert sent[1]["start"] < sent[2]["start"]  # the queued note keeps its own time
+
+
+def test_a_library_whose_internals_differ_is_left_alone():
+    rec = Recorder()
+    hooks = AllocatorHooks(rec.note, rec.timestamp)
+    hooks._wrap_module(types.SimpleNamespace(__name__="torch", cuda=None))  # no _gpu_trace: no hooks, no error
+    hooks._wrap_module(types.SimpleNamespace(__name__="cupy"))
+    hooks.close()
+    assert rec.notes == []
