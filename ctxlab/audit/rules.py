@@ -318,7 +318,8 @@ RULES: tuple[Rule, ...] = (
          "A SIGKILL leaves no Python stack: the thread's last recorded call is named instead."),
     Rule("program-hung", "error", "The program hung inside a CUDA call",
          "A thread stayed inside one CUDA call: past the audit's --timeout, with no CUDA progress for --stall "
-         "seconds, or until the program ended itself with os._exit. The finding names the call each stuck thread "
+         "seconds, or until the program ended itself (its watchdog's os._exit, faulthandler's exit, a signal's "
+         "default action, a kill). The finding names the call each stuck thread "
          "was inside and for how long, whether it held the GIL, its Python stack, and the work it waits for (host "
          "functions and kernels launched before it).",
          NO_CLAIM, program_hung,
