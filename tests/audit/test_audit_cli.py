@@ -62,6 +62,22 @@ def test_no_hazard_exits_0_even_when_the_program_failed(fake):
     assert result.exit_code == 0 and "0 error(s)" in result.output and "exited with status 7" in result.output
 
 
+def test_warnings_alone_exit_0_and_are_reported(fake, tmp_path):
+    from tests.ordering_events import B, Calls
+
+    c = Calls()
+    c.stream(B, 1)
+    c.event(0xE1)
+    c.wait(B, 0xE1)  # a wait on an event never recorded: a warning, no error
+    fake.EVENTS = c.events
+    out = tmp_path / "audit.json"
+    result = audit("--format", "json", "-o", str(out), "-c", "pass")
+    doc = json.loads(out.read_text())
+    assert doc["counts"]["warning"] == 1 and doc["counts"]["error"] == 0, doc["findings"]
+    assert doc["findings"][0]["rule"] == "wait-orders-nothing"
+    assert result.exit_code == 0, result.output  # exit 3 is for an error hazard only
+
+
 def test_an_uncaught_exception_is_kept_with_its_stack(fake, tmp_path):
     out = tmp_path / "a.json"
     result = audit("--format", "json", "-o", str(out), "-c",

@@ -330,3 +330,26 @@ def test_stream_nearby_stack_is_the_last_one_on_the_thread_before():
     ev.driver("cuCtxSetCurrent", 10, tid=MAIN, context=CREATED, line=4)
     later = ev.driver("cuLaunchKernel", 20, tid=WORKER, context=CREATED)
     assert Stream(ev.events).nearby_stack(later)[0][1] == 3
+
+
+def test_a_superseded_finding_is_dropped_and_the_superseding_one_kept():
+    from ctxlab.audit.engine import Hit
+    from ctxlab.audit.rules import Rule, judge_stream
+
+    ev = Events()
+    mine = ev.driver("cuMemAlloc_v2", 100, tid=MAIN, line=10)
+    theirs = ev.driver("cuMemFree_v2", 200, tid=MAIN, line=11)
+    elsewhere = ev.driver("cuMemFree_v2", 300, tid=WORKER, line=12)
+
+    def rules(explains_on: dict, any_thread: bool = False):
+        superseded = ("*explains",) if any_thread else ("explains",)
+        return [Rule("explained", "warning", "t", "x", "", lambda s: [Hit(mine, "explained")], "c",
+                     superseded_by=superseded),
+                Rule("explains", "error", "t", "x", "", lambda s: [Hit(explains_on, "explains")], "c")]
+
+    found = judge_stream(Stream(list(ev.events)), rules(theirs))  # the same thread: dropped
+    assert [f.rule for f in found] == ["explains"]
+    found = judge_stream(Stream(list(ev.events)), rules(elsewhere))  # another thread: both stay
+    assert sorted(f.rule for f in found) == ["explained", "explains"]
+    found = judge_stream(Stream(list(ev.events)), rules(elsewhere, any_thread=True))  # "*": any thread
+    assert [f.rule for f in found] == ["explains"]

@@ -74,6 +74,12 @@ def test_a_level_gives_the_full_checks_verdicts_and_a_differing_one_is_found():
     gone = dataclasses.replace(full[0], claims=full[0].claims[1:])
     assert [d["full_check"] for d in level_differences(lower, [gone])] == ["missing"]
     assert [d["item"] for d in changes([broken], lower)] == ["levelled.health"]  # a judged claim still drifts
+    skipping = dataclasses.replace(lower[0], claims=tuple(  # a level that skips what the full check decides
+        dataclasses.replace(c, verdict="skipped") if c.id == "levelled.health" else c for c in lower[0].claims))
+    assert level_differences([skipping], full) == [{"lab": "levelled", "device": 0, "claim": "levelled.health",
+                                                    "level": 2, "verdict": "skipped", "full_check": "holds"}]
+    assert [(d["item"], d["change"], d["now"]) for d in changes(full, [skipping])] == [
+        ("levelled.health", "verdict", "skipped")]  # drift between levels sees it too
 
 
 def test_a_claim_level_must_be_one_to_three_and_defaults_by_kind():
