@@ -158,7 +158,7 @@ def _stage(path: str, text: Text, made: list[str]) -> _Staged:
         raise OutputError(path, _reason(exc)) from None
     try:
         with deferred():  # a signal between creating it and noting it would leave it behind
-            fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
+            fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(target, directory), suffix=".tmp", dir=directory)
             made.append(tmp)
     except OSError as exc:
         raise OutputError(path, _no_file_beside(path, directory, exc)) from None
@@ -179,6 +179,20 @@ def _stage(path: str, text: Text, made: list[str]) -> _Staged:
     except OSError as exc:
         raise OutputError(path, _reason(exc)) from None
     return _Staged(path, target, tmp)
+
+
+TEMPORARY_EXTRA = len("..") + 8 + len(".tmp")  # the dots, mkstemp's 8 random characters, the suffix
+
+
+def _temporary_prefix(target: str, directory: str) -> str:
+    """The temporary file's prefix: its target's name, cut so that the whole name fits the directory's
+    longest name (a valid output name of up to that length must not fail for the name beside it)."""
+    try:
+        longest = os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        longest = 255
+    name = os.path.basename(target)
+    return f".{name[:max(1, longest - TEMPORARY_EXTRA)]}."
 
 
 def _no_file_beside(path: str, directory: str, exc: OSError) -> str:

@@ -1,7 +1,8 @@
 """Text that fits the terminal it is shown on: its width, word wrapping, columns, and colour for verdicts.
 
 - Width: ``COLUMNS`` when it is a number, else the terminal's own size when the output is one, else 80;
-  held to 20..1000 columns (a larger number is 1000, not ignored; below 20 no layout is readable).
+  held to 20..1000 columns (a larger number is 1000, not ignored; below 20 no layout is readable, and a
+  COLUMNS below 20 is said so on standard error, once, with the width used).
 - Colour: only on a terminal, never with ``NO_COLOR`` set to a non-empty value (https://no-color.org) or
   ``TERM=dumb``; a pipe, a file or ``-o`` gets plain text.
 - Wrapping is at word boundaries; a word longer than its column is folded. Widths are counted in
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import unicodedata
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -27,6 +29,7 @@ from typing import IO, Any
 DEFAULT_WIDTH = 80
 MIN_WIDTH, MAX_WIDTH = 20, 1000
 ELLIPSIS = "…"
+_TOLD_NARROW: set[int] = set()  # widths below MIN_WIDTH already said so (once each per process)
 
 # SGR codes per verdict: fails and error stand out (bold white on red), the rest are quiet.
 VERDICT_SGR = {"holds": "32", "fails": "1;97;41", "error": "1;97;41", "changed": "33", "observed": "36",
@@ -69,6 +72,14 @@ def screen_for(stream: IO[Any] | None, env: Mapping[str, str] | None = None) -> 
     except (AttributeError, OSError, ValueError):
         pass
     width = _env_width(env) or size or DEFAULT_WIDTH
+    if width < MIN_WIDTH and width not in _TOLD_NARROW:
+        _TOLD_NARROW.add(width)
+        source = f"COLUMNS={width}" if _env_width(env) else f"the terminal's {width} columns"
+        try:
+            sys.stderr.write(f"ctxlab: {source} is narrower than the narrowest layout: laid out at {MIN_WIDTH} "
+                             f"columns\n")
+        except (OSError, ValueError, AttributeError):  # no standard error to tell: the layout goes on
+            pass
     colour = tty and not env.get("NO_COLOR") and env.get("TERM") != "dumb"  # no-color.org: a non-empty value
     return Screen(max(MIN_WIDTH, min(MAX_WIDTH, width)), colour)
 

@@ -163,3 +163,13 @@ def test_a_reader_that_goes_away_stops_the_report_quietly(tmp_path):
     done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=root, env=env, timeout=120)
     assert done.stdout.strip() in ("0", "141"), (done.stdout, done.stderr)
     assert "Broken pipe" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("length", [200, 242, 250, 255])
+def test_an_output_name_as_long_as_the_directory_allows_is_written(tmp_path, length):
+    longest = os.pathconf(tmp_path, "PC_NAME_MAX")
+    name = ("r" * longest)[:min(length, longest) - 3] + ".md"  # a valid name: the temporary one beside it is cut
+    out = tmp_path / name
+    result = invoke("show", SOURCE, "--format", "markdown", "-o", out)
+    assert result.exit_code == 0, result.output
+    assert out.read_text().strip() and leftovers(tmp_path) == []

@@ -39,6 +39,17 @@ def test_width_comes_from_columns_then_the_terminal_then_80():
     assert screen_for(FakeTty(False), {"COLUMNS": "100000"}).width == 1000  # clamped, not ignored
 
 
+def test_a_columns_below_the_narrowest_layout_is_said_once(capsys, monkeypatch):
+    from ctxlab.report import screen
+
+    monkeypatch.setattr(screen, "_TOLD_NARROW", set())
+    assert screen_for(FakeTty(False), {"COLUMNS": "7"}).width == 20
+    assert screen_for(FakeTty(False), {"COLUMNS": "7"}).width == 20
+    err = capsys.readouterr().err
+    assert err == "ctxlab: COLUMNS=7 is narrower than the narrowest layout: laid out at 20 columns\n"
+    assert screen_for(FakeTty(False), {"COLUMNS": "20"}).width == 20 and capsys.readouterr().err == ""
+
+
 def test_colour_only_on_a_terminal_and_never_with_no_color():
     assert screen_for(FakeTty(True), {}).colour
     assert not screen_for(FakeTty(True), {"NO_COLOR": "1"}).colour
