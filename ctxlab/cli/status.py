@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ctxlab.cli.options import max_size_option
 from ctxlab.cli.types import FiniteFloat, OneLineCommand
 
 
@@ -13,12 +14,14 @@ from ctxlab.cli.types import FiniteFloat, OneLineCommand
               help="Seconds after which the file is stale: the status is then unknown (2).")
 @click.option("--limit", type=click.IntRange(min=20), default=240, show_default=True,
               help="Characters of the line at most (a drain reason or a condition message).")
-def status(result, max_age, limit):
+@max_size_option
+def status(result, max_age, limit, max_size):
     """One line and an exit status from a recorded check result, for fleets.
 
     \b
       ctxlab status /var/lib/ctxlab/ctxlab.json --max-age 86400
       ctxlab status check.json --limit 200
+      ctxlab status big-check.json --max-size 1G
 
     Exit 0 when every claim holds (or is what was observed), 1 on a problem
     (a claim fails or errs, a scenario broke, or the node could not run at
@@ -29,6 +32,6 @@ def status(result, max_age, limit):
     """
     from ctxlab.report.status import status_of
 
-    code, line = status_of(result, max_age, limit)
+    code, line = status_of(result, max_age, limit, max_size, limit_hint="--max-size raises it")
     click.echo(line)
     raise SystemExit(code)

@@ -50,16 +50,22 @@ def clean(line: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def status_of(path: str, max_age: float | None = None, limit: int = 240) -> tuple[int, str]:
-    """(exit status, cleaned line) for the result file at ``path``: unknown when it cannot be read or is
-    older than ``max_age`` seconds."""
-    from ctxlab.records.files import load_runs
+def status_of(path: str, max_age: float | None = None, limit: int = 240, max_bytes: int | None = None,
+              limit_hint: str | None = None) -> tuple[int, str]:
+    """(exit status, cleaned line) for the result file at ``path``: unknown when it cannot be read, is larger
+    than ``max_bytes`` (``limit_hint`` says how to raise it), or is older than ``max_age`` seconds."""
+    from ctxlab.defaults import DEFAULT_MAX_BYTES
+    from ctxlab.records.files import LIMIT_HINT, load_runs
     from ctxlab.records.model import ResultFileError
 
     limit = max(MIN_LIMIT, limit)
     try:
         age = time.time() - os.stat(path).st_mtime
-        runs = load_runs(path)
+    except OSError as exc:  # as show and merge say it: the path, then why
+        return UNKNOWN, clean(f"ctxlab: unknown: {path or repr(path)}: cannot read ({exc.strerror or exc})", limit)
+    try:
+        runs = load_runs(path, DEFAULT_MAX_BYTES if max_bytes is None else max_bytes,
+                         limit_hint=limit_hint or LIMIT_HINT)
     except (OSError, ResultFileError) as exc:
         return UNKNOWN, clean(f"ctxlab: unknown: {exc}", limit)
     if max_age is not None and age > max_age:

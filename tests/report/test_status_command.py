@@ -73,3 +73,18 @@ def test_the_old_module_path_runs_the_command_and_says_it_is_deprecated():
 
 def test_the_command_list_shows_status():
     assert "status" in CliRunner().invoke(cli, ["--help"]).output
+
+
+def test_a_result_over_the_size_limit_says_the_option_that_raises_it_and_max_size_does(tmp_path):
+    done = status(CHECK, "--max-size", "1K")
+    assert done.exit_code == 2 and "--max-size raises it" in done.output and "max_bytes" not in done.output
+    assert status(CHECK, "--max-size", "64M").exit_code == 0
+
+
+def test_a_path_that_cannot_be_read_is_named_as_show_and_merge_name_it(tmp_path):
+    loop = tmp_path / "loop1"
+    os.symlink("loop1", loop)
+    done = status(str(loop))
+    assert done.exit_code == 2
+    assert done.output == f"ctxlab: unknown: {loop}: cannot read (Too many levels of symbolic links)\n"
+    assert "[Errno" not in status(str(tmp_path / "missing.json")).output
