@@ -8,9 +8,11 @@ API: ``ctxlab.run``, ``ctxlab.check``, ``ctxlab.load``, ``ctxlab.claims``, ``ctx
 
 from __future__ import annotations
 
-import typing as _typing
-
 from ctxlab.version import __version__
+
+TYPE_CHECKING = False  # typing is not imported at run time: the console command loads in as little as it can
+if TYPE_CHECKING:
+    import typing as _typing
 
 __all__ = ["run", "check", "load", "claims", "labs", "trace", "audit", "doctor", "merge", "__version__"]
 
@@ -21,7 +23,7 @@ def __dir__() -> list[str]:
                                   and getattr(v, "__name__", "").startswith("ctxlab.")})
 
 
-def __getattr__(name: str) -> _typing.Any:
+def __getattr__(name: str) -> _typing.Any:  # noqa: F821 (imported for the type checker only)
     # The API loads on first use, so ``import ctxlab`` and ``ctxlab --help`` stay light.
     if name in ("trace", "audit"):  # subpackages of these names, callable as the API's functions
         import importlib

@@ -117,7 +117,8 @@ def show(file: str, fmt: str, output: str | None, steps: bool, full: bool, html_
 
     The table shows every lab's claims (verdict, id, statement, evidence),
     its figures and errors, and a closing summary; --steps adds the step
-    tables and timelines. Result files are data from other machines and are
+    tables and timelines; --html writes the timeline page besides (the
+    report still goes to -o, or standard output). Result files are data from other machines and are
     treated as untrusted: any file that is not a valid result is refused with
     one line and exit status 2. Exits 0 after rendering, or with --check 1
     when the recorded run failed. Every output is written, or none.
@@ -125,7 +126,7 @@ def show(file: str, fmt: str, output: str | None, steps: bool, full: bool, html_
     from ctxlab.output import STDOUT, check_outputs, write_outputs
     from ctxlab.records.files import load_runs
 
-    reports = [(fmt, output or STDOUT)] if output or not html_path or fmt != "table" else []
+    reports = [(fmt, output or STDOUT)]  # with --html too, as report merge does: the page is written besides
     if html_path:
         reports.append(("html", html_path))
     check_outputs([path for _, path in reports])

@@ -51,11 +51,15 @@ def line_for(exc: BaseException) -> str:
 
 
 def record_reports(options: dict[str, Any]) -> list[tuple[str, str]]:
-    """(format, path) of every report file check was asked for (standard output left out)."""
+    """(format, path) of every report check was asked for: each file, and standard output when its format is one
+    a machine reads (json, junit, openmetrics, markdown: ``check --format openmetrics > node.prom`` gets
+    ``ctxlab_up 0``); a table on standard output is the one line on standard error already."""
+    from ctxlab.output import STDOUT
+
     reports = [(kind, options[key]) for kind, key in REPORT_OPTIONS if options.get(key)]
-    output = options.get("output")
-    if output and output != "-":
-        reports.insert(0, (options.get("fmt") or "table", output))
+    fmt, output = options.get("fmt") or "table", options.get("output")
+    if (output and output != STDOUT) or fmt != "table":
+        reports.insert(0, (fmt, output or STDOUT))
     return reports
 
 

@@ -14,8 +14,10 @@ from ctxlab.cli.report import say
 from ctxlab.cli.types import CtxlabError, OneLineCommand, domain_errors, no_gpu_line
 
 
-def one_program(code: str | None, module: str | None, script_args: tuple, output: str | None) -> None:
-    """trace and audit run exactly one program (a SCRIPT, -c CODE or -m MODULE) and check --output first."""
+def one_program(code: str | None, module: str | None, script_args: tuple, output: str | None,
+                timeout: float | None = None) -> None:
+    """trace and audit run exactly one program (a SCRIPT, -c CODE or -m MODULE) and check --output and the
+    program itself first; --timeout 0 is said at once (no limit)."""
     chosen = [x for x in (code, module, script_args[0] if script_args else None) if x]
     if len(chosen) != 1:
         raise click.UsageError("give exactly one program: a SCRIPT (after --), -c CODE or -m MODULE")
@@ -26,6 +28,49 @@ def one_program(code: str | None, module: str | None, script_args: tuple, output
         from ctxlab.output import check_writable
 
         check_writable(output)
+    program_errors(code, module, script_args[0] if script_args else None)
+    if timeout == 0:
+        say("--timeout 0: no time limit (--stall still stops a program stuck inside a CUDA call)")
+
+
+def program_errors(code: str | None, module: str | None, script: str | None) -> None:
+    """The program's own mistakes, said before any GPU work: a script that is missing or does not compile,
+    code given with -c that does not compile, a -m module that cannot be found (its top-level package; a
+    submodule is looked up by the program's own import, as Python does)."""
+    import importlib.util
+
+    if script is not None:
+        try:
+            with open(script, "rb") as handle:
+                source = handle.read()
+        except FileNotFoundError:
+            raise CtxlabError(f"script not found: {script}") from None
+        except OSError as exc:
+            raise CtxlabError(f"{script}: cannot read ({exc.strerror or exc})") from None
+        _compiles(source, script)
+    elif code is not None:
+        _compiles(code.encode("utf-8", "surrogatepass"), "-c")
+    elif module is not None:
+        import importlib.machinery
+
+        top = module.split(".")[0]
+        try:  # python -m looks in the working directory first
+            found = (importlib.util.find_spec(top) or importlib.machinery.PathFinder.find_spec(top, [os.getcwd()])
+                     if top.isidentifier() else None)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            raise CtxlabError(f"-m {module}: no module named {top!r} (on this Python's path: {sys.executable})")
+
+
+def _compiles(source: bytes, name: str) -> None:
+    try:
+        compile(source, name, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        where = f"{name}:{exc.lineno}" if exc.lineno else name
+        raise CtxlabError(f"{where}: {type(exc).__name__}: {exc.msg} (the program does not compile)") from None
+    except ValueError as exc:  # a NUL byte in the source
+        raise CtxlabError(f"{name}: {exc} (the program does not compile)") from None
 
 
 def tracer_unavailable(exc: Exception) -> CtxlabError:
@@ -85,7 +130,7 @@ def trace(only, calls_mode, thread_name, fmt, output, timeout, stall, code, modu
     from ctxlab.cli.tracing import run_traced
     from ctxlab.tracing.tracer import TraceUnavailable
 
-    one_program(code, module, script_args, output)
+    one_program(code, module, script_args, output, timeout)
     try:
         status = run_traced(code=code, module=module, argv=list(script_args), only=only, thread=thread_name,
                             fmt=fmt, output=output, echo=click.echo, calls_mode=calls_mode, err=say,
@@ -119,7 +164,7 @@ def audit(fmt, pin, timeout, stall, output, code, module, script_args):
     from ctxlab.report.escape import one_line
     from ctxlab.tracing.tracer import TraceUnavailable
 
-    one_program(code, module, script_args, output)
+    one_program(code, module, script_args, output, timeout)
     try:
         result = audit_program(code=code, module=module, argv=list(script_args), timeout=timeout, stall=stall,
                                pin=pin)

@@ -8,8 +8,10 @@ an escape sequence in it is written out, never obeyed.
 
 from __future__ import annotations
 
+import errno
 import functools
 import math
+import sys
 from collections.abc import Callable
 from typing import IO, Any, TypeVar
 
@@ -71,6 +73,46 @@ class OneLineCommand(click.Command):
             raise _with_context(exc, ctx) from None
 
 
+# What writing to standard output can meet (a full disk, a quota, a file too large, a device gone): one line,
+# exit status 2, however far the command got. EPIPE (the reader went away) ends it quietly with 141 instead.
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.ENXIO})
+
+
+def output_failure(exc: OSError) -> BaseException | None:
+    """What a failed write to standard output or error ends the command with, or None for another OSError
+    (one that names a file is a file's, not the output's)."""
+    from ctxlab.interrupts import reader_gone
+
+    if exc.errno == errno.EPIPE:
+        return reader_gone()
+    if exc.errno in OUTPUT_ERRNOS and exc.filename is None:
+        return CtxlabError(f"cannot write output: -: {exc.strerror or exc}")
+    return None
+
+
+def flush_output() -> None:
+    """Standard output's last bytes out before the process ends: a failure is the command's, said in one line
+    with status 2 (or, for a reader gone, 141), never Python's "Exception ignored" at exit."""
+    stream = sys.stdout
+    if stream is None or getattr(stream, "closed", False):  # started with it closed: said so already
+        return
+    try:
+        stream.flush()
+    except ValueError:  # closed under it
+        return
+    except OSError as exc:
+        failure = output_failure(exc)
+        if isinstance(failure, CtxlabError):
+            try:
+                failure.show()
+            except OSError:
+                pass
+            raise SystemExit(failure.exit_code) from None
+        if failure is not None:
+            raise failure from None
+        raise
+
+
 class OneLineGroup(click.Group):
     """The command group whose every usage error, its subcommands' included, shows as one line."""
 
@@ -95,6 +137,11 @@ class OneLineGroup(click.Group):
             raise  # no command at all: Click shows the help, as it should
         except click.UsageError as exc:
             raise OneLineUsageError(exc) from None
+        except OSError as exc:  # --help or --version written to a full disk or a closed pipe
+            failure = output_failure(exc)
+            if failure is None:
+                raise
+            raise failure from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command list with each command's whole first sentence (Click cuts them at 45 characters)."""
@@ -114,7 +161,10 @@ class OneLineGroup(click.Group):
         from ctxlab.interrupts import handling_signals
 
         with handling_signals(process_exit=args is None):
-            return super().main(args, *rest, **kwargs)
+            try:
+                return super().main(args, *rest, **kwargs)
+            finally:
+                flush_output()
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the subcommand; a usage error while parsing it (or raised by it) becomes one line."""
@@ -126,6 +176,11 @@ class OneLineGroup(click.Group):
             raise Ended(EXIT_INTERRUPTED) from None
         except BrokenPipeError:
             raise reader_gone() from None
+        except OSError as exc:  # a write to standard output (a command's --help, its echo) that failed
+            failure = output_failure(exc)
+            if failure is None:
+                raise
+            raise failure from None
         except (click.exceptions.NoArgsIsHelpError, OneLineUsageError):
             raise
         except click.UsageError as exc:

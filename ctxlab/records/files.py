@@ -11,6 +11,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from ctxlab.defaults import DEFAULT_MAX_BYTES
@@ -41,9 +42,11 @@ def check_limit(max_bytes: object) -> int:
 CHUNK = 1 << 20  # what one read asks of a pipe or device, which has no size to go by
 
 
-def read_bounded(path: str, max_bytes: int = DEFAULT_MAX_BYTES, limit_hint: str = LIMIT_HINT) -> bytes:
+def read_bounded(path: str, max_bytes: int = DEFAULT_MAX_BYTES, limit_hint: str = LIMIT_HINT,
+                 head_check: Callable[[bytes], None] | None = None) -> bytes:
     """The file's bytes, refusing more than ``max_bytes`` (checked on the size, then on what is read);
-    ``limit_hint`` says in the refusal how to raise the limit. Never asks for more room than the file has:
+    ``limit_hint`` says in the refusal how to raise the limit; ``head_check`` sees the first bytes before the
+    rest is read (and may refuse them). Never asks for more room than the file has:
     a regular file is read as its size says (and a byte more, to see it grew), a pipe or device in chunks,
     so that any limit up to 1 TiB is only a limit."""
     max_bytes = check_limit(max_bytes)
@@ -57,7 +60,10 @@ def read_bounded(path: str, max_bytes: int = DEFAULT_MAX_BYTES, limit_hint: str 
                 raise ResultFileError(f"{path}: {size_text(info.st_size)} is {limit}")
             regular = stat.S_ISREG(info.st_mode)
             sized = regular and info.st_size > 0  # /proc's files say 0: past their first byte, read as a pipe
-            data = _read_at_most(handle, max_bytes + 1, info.st_size + 1 if regular else CHUNK, sized)
+            if head_check is not None and regular:  # a look at its first bytes, before reading all of it
+                head_check(os.pread(handle.fileno(), HEAD_BYTES, 0))
+            data = _read_at_most(handle, max_bytes + 1, info.st_size + 1 if regular else CHUNK, sized,
+                                 None if regular else head_check)
     except IsADirectoryError:
         raise ResultFileError(f"{path}: cannot read (is a directory)") from None
     except OSError as exc:
@@ -67,7 +73,22 @@ def read_bounded(path: str, max_bytes: int = DEFAULT_MAX_BYTES, limit_hint: str 
     return data
 
 
-def _read_at_most(handle: BinaryIO, bound: int, first: int, sized: bool) -> bytes:
+HEAD_BYTES = 4096  # read first: a file whose first bytes cannot begin JSON is refused before the rest is read
+JSON_STARTS = frozenset(b' \t\r\n{["-0123456789tfn\xef')  # whitespace, a value's first byte, a UTF-8 BOM's
+
+
+def refuse_what_is_not_json(path: str, head: bytes) -> None:
+    """A file whose first bytes no JSON document begins with (a disk image, a file of NUL bytes) is no result:
+    refused at once, not after reading gigabytes of it."""
+    first = next((b for b in head if b not in b" \t\r\n"), None)
+    if head and (head[0] not in JSON_STARTS or first is not None and first not in JSON_STARTS):
+        shown = first if first is not None else head[0]
+        raise ResultFileError(f"{path}: not a result file: it begins with byte {shown:#04x}, which no JSON "
+                              f"document begins with")
+
+
+def _read_at_most(handle: BinaryIO, bound: int, first: int, sized: bool,
+                  head_check: Callable[[bytes], None] | None = None) -> bytes:
     """Up to ``bound`` bytes until end of file: a first read of ``first`` bytes, then reads of ``CHUNK`` (a file
     that grew, a pipe), none asking for more than is left of ``bound``. A ``sized`` (regular) file gives less
     than asked only at its end, so that ends it without a further read and its buffer."""
@@ -78,6 +99,8 @@ def _read_at_most(handle: BinaryIO, bound: int, first: int, sized: bool) -> byte
         piece = handle.read(asked)
         if not piece:
             break
+        if head_check is not None and not parts:
+            head_check(piece[:HEAD_BYTES])
         parts.append(piece)
         got += len(piece)
         if sized and len(piece) < asked:
@@ -159,5 +182,6 @@ def load_runs(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES,
               limit_hint: str = LIMIT_HINT) -> list[LabResult]:
     """The runs in a result file (schema ctxlab/1), or ResultFileError with one line naming the file."""
     origin = os.fspath(path)
-    return runs_from_document(decode_json(read_bounded(origin, max_bytes, limit_hint), origin), origin)
+    data = read_bounded(origin, max_bytes, limit_hint, head_check=lambda head: refuse_what_is_not_json(origin, head))
+    return runs_from_document(decode_json(data, origin), origin)
 

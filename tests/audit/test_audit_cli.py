@@ -218,3 +218,34 @@ def test_the_trace_of_a_program_that_crashes_has_the_calls_up_to_the_crash(fake)
     status, events, stats = ctxlab.trace(code="import ctypes; ctypes.string_at(0)")
     assert status == 139 and [e["name"] for e in events] == ["cuCtxGetCurrent"]
     assert stats["ending"]["how"] == "signal" and stats["ending"]["signal"] == "SIGSEGV"
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--", "{bad}"], "bad.py:2: SyntaxError: "),
+    (["-c", "def ("], "-c:1: SyntaxError: "),
+    (["-m", "no_such_module_for_ctxlab"], "-m no_such_module_for_ctxlab: no module named 'no_such_module_for_ctxlab'"),
+    (["--", "{missing}"], "script not found: "),
+])
+@pytest.mark.parametrize("command", ["audit", "trace"])
+def test_the_programs_own_mistakes_are_said_before_any_gpu_work(tmp_path, monkeypatch, command, args, said):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os\nx = (\n")
+
+    def no_gpu_work(*_a, **_k):
+        raise AssertionError("the program was started")
+
+    monkeypatch.setattr("ctxlab.audit.run.audit_program", no_gpu_work)
+    monkeypatch.setattr("ctxlab.cli.tracing.run_traced", no_gpu_work)
+    argv = [a.format(bad=bad, missing=tmp_path / "none.py") for a in args]
+    result = CliRunner().invoke(cli, [command, *argv])
+    assert_one_line_exit_2(result)
+    assert said in result.output and "GPU" not in result.output, result.output
+
+
+def test_a_module_in_the_working_directory_is_found_as_python_m_finds_it(tmp_path, monkeypatch):
+    from ctxlab.cli.program import program_errors
+
+    (tmp_path / "local_tool_for_ctxlab.py").write_text("print(1)\n")
+    monkeypatch.chdir(tmp_path)
+    program_errors(None, "local_tool_for_ctxlab", None)  # no error
+    program_errors(None, "json.tool", None)

@@ -109,6 +109,25 @@ def test_a_reader_gone_leaves_every_file_as_it_was(tmp_path, command):
     assert not new.exists() and leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("args, starts", [(["--format", "openmetrics"], "# HELP ctxlab_up"),
+                                          (["--format", "json", "-o", "-"], "{"),
+                                          (["--format", "junit"], "<?xml")])
+def test_a_node_that_cannot_run_writes_its_record_to_standard_output_too(monkeypatch, args, starts):
+    from ctxlab.cuda.environment import NoGpu
+
+    def no_gpu(_text):
+        raise NoGpu("no NVIDIA driver (test)")
+
+    monkeypatch.setattr("ctxlab.cli.parse_devices", no_gpu)
+    result = invoke("check", *args)
+    assert result.exit_code == 2
+    lines = result.output.splitlines()
+    assert lines[0].startswith(starts) and lines[-1].startswith("Error: no usable GPU"), result.output
+    if "openmetrics" in args:
+        assert "ctxlab_up 0" in result.output
+    assert invoke("check").output.splitlines()[0].startswith("Error: no usable GPU")  # a table: the line alone
+
+
 def test_check_says_when_its_environment_error_record_was_not_written(tmp_path, monkeypatch):
     from ctxlab.cuda.environment import NoGpu
 

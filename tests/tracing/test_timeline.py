@@ -98,5 +98,7 @@ def test_show_html_writes_the_page(tmp_path):
     result = CliRunner().invoke(cli, ["show", str(RESULTS / "migrate.json"), "--html", str(out)])
     assert result.exit_code == 0, result.output
     assert out.read_text().startswith("<!DOCTYPE html>")
+    table = CliRunner().invoke(cli, ["show", str(RESULTS / "migrate.json")]).output
+    assert result.output.startswith(table) and f"wrote the timeline to {out}" in result.output  # as merge does
     bad = CliRunner().invoke(cli, ["show", str(RESULTS / "migrate.json"), "--html", str(tmp_path / "no" / "x.html")])
     assert bad.exit_code == 2 and bad.output.startswith("Error:")
