@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from ctxlab.audit.endings import program_crashed, program_hung
 from ctxlab.audit.engine import SEVERITIES, Finding, Hit, RunInfo, Stream, finding
 from ctxlab.audit.failures import failed_call, sticky_error
-from ctxlab.audit.observe import AUDIT_CALLBACKS  # noqa: F401 (the rules' calls with a stack, as before)
 from ctxlab.audit.rules_classes import (
     capture_violation,
     freed_memory_used,

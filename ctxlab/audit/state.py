@@ -212,10 +212,6 @@ class Model:
         failed with it, the cudaGetLastError calls that handed its error back)."""
         return self.members.get(self.groups.get(id(event), id(event)), [event])
 
-    def first_of(self, event: dict) -> dict:
-        """The call that stands for the failure this call belongs to (the program's own call: the outermost)."""
-        return self.failure_of(event)[0]
-
     def expand(self, ids: set[int]) -> set[int]:
         """``ids`` with every call of each failure one of them belongs to."""
         out = set(ids)
@@ -252,14 +248,6 @@ class Model:
         if block.base not in self._by_base:
             bisect.insort(self._bases, block.base)
         self._by_base.setdefault(block.base, []).append(block)
-
-    def live_bytes(self, at: int) -> dict[int, int]:
-        """Bytes allocated and not freed at time ``at``, per context."""
-        out: dict[int, int] = {}
-        for b in self.blocks:
-            if b.made.get("start", 0) <= at and (b.freed is None or b.freed.get("start", 0) > at):
-                out[b.context] = out.get(b.context, 0) + b.size
-        return out
 
     def launches_before(self, context: int, at: int, limit: int = 6) -> list[dict]:
         """The launches into ``context`` after its last successful full synchronisation before ``at``, newest

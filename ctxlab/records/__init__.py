@@ -5,6 +5,4 @@
 - ``shapes``: a decoded document's shape, checked before records are built from it;
 - ``files``: reading a result file safely (bounded, strict JSON, then the shape);
 - ``evidence``: evidence as drift and the fleet view compare it.
-
-The first import paths (``ctxlab.record``, ``ctxlab.loading``, ``ctxlab.shapes``) forward here.
 """

@@ -87,7 +87,7 @@ def test_the_tree_is_walked():
     assert ("report", "merge") in PATHS and ("status",) in PATHS and len(PATHS) >= 16
 
 
-@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="/dev/full does not exist here")
 def test_a_full_disk_is_one_line_and_status_2_for_every_command():
     broken = []
     for argv, code, err in run_all(RUNS, lambda: open("/dev/full", "w")):

@@ -47,18 +47,13 @@ ALLOWED: dict[str, set[str]] = {
     "ctxlab.labs": {"ctxlab.claim", "ctxlab.cuda", "ctxlab.harness", "ctxlab.lab", "ctxlab.records", "ctxlab.tracing"},
     "ctxlab.suite": {"ctxlab.harness", "ctxlab.lab", "ctxlab.labs", "ctxlab.levels", "ctxlab.records", "ctxlab.report",
                      "ctxlab.tracing"},
-    "ctxlab.fleet_status": {"ctxlab.report"},  # deprecated: runs ctxlab status
-    # forwarding shims of old import paths (deprecated)
-    "ctxlab.record": {"ctxlab.output", "ctxlab.records"},
-    "ctxlab.loading": {"ctxlab.records"},
-    "ctxlab.shapes": {"ctxlab.records"},
-    "ctxlab.envrecord": {"ctxlab.cuda", "ctxlab.records"},
     "ctxlab.api": {"ctxlab.audit", "ctxlab.claim", "ctxlab.cuda", "ctxlab.defaults", "ctxlab.errors", "ctxlab.harness",
                    "ctxlab.lab", "ctxlab.labs", "ctxlab.records", "ctxlab.report", "ctxlab.suite", "ctxlab.tracing"},
     "ctxlab.cli": {"ctxlab.api", "ctxlab.audit", "ctxlab.claim", "ctxlab.cuda", "ctxlab.defaults", "ctxlab.errors",
                    "ctxlab.interrupts", "ctxlab.lab", "ctxlab.labs", "ctxlab.output", "ctxlab.records",
                    "ctxlab.report", "ctxlab.suite", "ctxlab.tracing", "ctxlab.version"},
     "ctxlab.__main__": {"ctxlab.cli", "ctxlab.interrupts"},
+    "ctxlab.entry": {"ctxlab.cli"},  # the console script: signal handlers first, then the command line
     "ctxlab": {"ctxlab.api", "ctxlab.version"},  # the package's __init__: the API
 }
 

@@ -170,13 +170,3 @@ def test_the_committed_record_of_this_cpu_machine_loads():
     assert is_environment_error(run) and run.environment["ctxlab"] == "0.2.0"
     log = (RESULTS / "fleet" / "check-no-gpu.log").read_text()
     assert log.startswith("Error: no usable GPU:") and log.endswith("exit 2\n")
-
-
-def test_the_old_import_path_forwards_with_a_deprecation_warning():
-    import importlib
-    import sys
-
-    sys.modules.pop("ctxlab.envrecord", None)
-    with pytest.warns(DeprecationWarning, match="ctxlab.records.environment_error"):
-        old = importlib.import_module("ctxlab.envrecord")
-    assert old.environment_error_run is environment_error_run and old.REASONS is REASONS

@@ -1,13 +1,11 @@
 """``ctxlab status``: a recorded result as one line and an exit status (0 ok, 1 a problem, 2 unknown), the
-command of the one CLI the fleet recipes call; ``python3 -m ctxlab.fleet_status`` still runs it."""
+command of the one CLI the fleet recipes call."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -61,14 +59,6 @@ def test_bad_options_are_one_line_usage_errors(args):
     done = status(*([CHECK] if args else []), *args)
     assert done.exit_code == 2 and "Traceback" not in done.output
     assert len([line for line in done.output.splitlines() if line.strip()]) <= 2  # Usage line and the error
-
-
-def test_the_old_module_path_runs_the_command_and_says_it_is_deprecated():
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run([sys.executable, "-m", "ctxlab.fleet_status", CHECK, "--limit", "200"],
-                          capture_output=True, text=True, env=env, timeout=60)
-    assert done.returncode == 0 and done.stdout == "ctxlab: ok: 137 claims on NVIDIA H200, none fails\n"
-    assert "deprecated: use python3 -m ctxlab status" in done.stderr
 
 
 def test_the_command_list_shows_status():
