@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 REQUIRED = (3, 11)  # pyproject.toml's requires-python (tests/house/test_newcomer.py holds the two together)
-SETUPTOOLS = "setuptools>=68"
+SETUPTOOLS = "setuptools>=70.1"  # the first that builds wheels itself (68-70.0 need wheel's bdist_wheel)
 
 
 def check_python(version: tuple[int, ...] | None = None) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import re
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -36,6 +37,7 @@ KINDS = [
     (r"^needs (2|\{\}) GPUs", "two GPUs"),
     (r"^numba-cuda cannot compile kernels with this numpy", "a NumPy numba-cuda compiles with"),
     (r"^no expectations for ", "recorded expectations"),
+    (r"^needs the package index for setuptools", "the package index"),
 ]
 # Skips that cannot happen where ctxlab installs: the standard library's tomllib is there from 3.11 on.
 NEVER = ["could not import tomllib"]
@@ -162,6 +164,23 @@ def test_a_new_enough_python_gets_setuptools_then_what_setuptools_asks_for(monke
         raise ImportError("No module named 'setuptools'")
 
     monkeypatch.setattr(module, "_setuptools", absent)  # a fresh build environment
-    assert module.get_requires_for_build_wheel() == ["setuptools>=68"]
+    assert module.get_requires_for_build_wheel() == ["setuptools>=70.1"]
     monkeypatch.setattr(module, "_setuptools", lambda: Setuptools)
-    assert module.get_requires_for_build_wheel() == ["setuptools>=68", "wheel"]
+    assert module.get_requires_for_build_wheel() == ["setuptools>=70.1", "wheel"]
+
+
+def test_the_declared_setuptools_floor_builds_the_wheel(tmp_path):
+    """The floor the backend asks for is true: a build environment holding exactly that setuptools (and
+    nothing else) builds ctxlab's wheel (setuptools 68 to 70.0 could not: no bdist_wheel without wheel)."""
+    floor = backend().SETUPTOOLS.split(">=")[1]
+    env_dir = tmp_path / "floor"
+    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=120)
+    python = str(env_dir / "bin" / "python")
+    got = subprocess.run([python, "-m", "pip", "install", "-q", f"setuptools=={floor}"], capture_output=True,
+                         text=True, timeout=300)
+    if got.returncode != 0:
+        pytest.skip(f"needs the package index for setuptools=={floor}: {got.stderr.strip().splitlines()[-1:]}")
+    built = subprocess.run([python, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w",
+                            str(tmp_path / "out"), str(ROOT)], capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert [p.name.split("-")[0] for p in (tmp_path / "out").iterdir()] == ["ctxlab"]
