@@ -56,6 +56,7 @@ LEGACY_HANDLES = (0, 1)  # NULL and CU_STREAM_LEGACY
 PER_THREAD = 2  # CU_STREAM_PER_THREAD / cudaStreamPerThread
 NON_BLOCKING = 1  # CU_STREAM_NON_BLOCKING / cudaStreamNonBlocking
 OK = ("CUDA_SUCCESS", "cudaSuccess")
+DEVICE_TO_HOST = 2  # cudaMemcpyDeviceToHost
 # What the audit's allocator and library hooks note (ctxlab.audit.allocators).
 POOL_ALLOC, POOL_FREE = "POOL_ALLOC", "POOL_FREE"  # a library pool's block handed out, handed back
 RECORD_STREAM = "RECORD_STREAM"  # torch's Tensor.record_stream: the block's free waits for that stream too
@@ -88,6 +89,7 @@ class Stream:
     blocking: bool = True
     clock: Clock = field(default_factory=dict)
     capture: Capture | None = None
+    waiting: bool = False  # a wait on a value is queued: what follows runs when something writes it
 
     def tick(self) -> int:
         """One more operation on the stream: its tick."""
@@ -203,26 +205,32 @@ class Ordering:
         not ordered before it, or a write after another timeline's use not ordered before it, is a hazard."""
         block.fresh = False
         self.counts["uses"] += 1
+        use = Use(s.timeline, tick, e, write, gated=s.waiting)
+        if use.gated:  # when it runs depends on a write to a value the model cannot tie to it: no judgement
+            self._record(block, s, use)
+            return
         last = block.writer
-        if last is not None and last.timeline != s.timeline and not last.ordered_before(s.clock):
+        if last is not None and not last.gated and last.timeline != s.timeline and not last.ordered_before(s.clock):
             self._hazard(UNORDERED, e, last.event, block, first=last.timeline, second=s.timeline, write=write,
                          after="write")
         elif write:
             for other in block.uses.values():
-                if other.timeline != s.timeline and not other.ordered_before(s.clock):
+                if not other.gated and other.timeline != s.timeline and not other.ordered_before(s.clock):
                     self._hazard(UNORDERED, e, other.event, block, first=other.timeline, second=s.timeline,
                                  write=True, after="use")
                     break
-        use = Use(s.timeline, tick, e, write)
+        self._record(block, s, use)
+
+    def _record(self, block: Block, s: Stream, use: Use) -> None:
         block.uses[s.timeline] = use
-        if write:
+        if use.write:
             block.writer = use
 
     def _free(self, block: Block, e: dict, at: Clock | None) -> None:
         """A block freed; with ``at``, the clock its memory may be reused from: a use not ordered before it is a
         hazard."""
         if at is not None:
-            late = next((u for u in block.all_uses() if not u.ordered_before(at)), None)
+            late = next((u for u in block.all_uses() if not u.gated and not u.ordered_before(at)), None)
             if late is not None:
                 self._hazard(FREED, e, late.event, block, first=late.timeline,
                              second=block.stream or ("host",))
@@ -244,7 +252,7 @@ class Ordering:
         if name not in calls.MODELLED:
             return
         tid = e.get("tid")
-        if domain == "runtime":
+        if domain == "runtime" and name not in calls.KERNELS:  # a runtime launch's driver launch has its arguments
             self._runtime_end[tid] = int(e.get("end", start))
         elif e.get("from") == "callback" and self._runtime_end.get(tid, -1) >= start:
             return  # the driver call beneath a runtime call the model already took
@@ -267,6 +275,7 @@ class Ordering:
         elif name in calls.STREAM_SYNCS:
             s = self.stream(e, args.get("stream"))
             self._host_sees(e, self.next_clock(s) if s.timeline[0] == "legacy" else s.clock)
+            s.waiting = False  # it returned: whatever its waits waited for was written
         elif name in calls.EVENT_SYNCS:
             synced = self.events.get(int(args.get("event") or 0))
             if synced is not None and synced.snapshot is not None:
@@ -343,6 +352,7 @@ class Ordering:
         for s in self.streams.values():
             if s.context == context or not context:
                 merge(clock, s.clock)
+                s.waiting = False
         self._host_sees(e, clock)
 
     def _work(self, e: dict, name: str, args: dict) -> None:
@@ -359,16 +369,30 @@ class Ordering:
         elif name in calls.GRAPH_LAUNCHES:
             self._graph_launch(e, s, args)
             return
-        else:
-            touched = []  # a host function: it runs in stream order, touching what the model cannot see
+        else:  # a host function, a wait or write of a value: in stream order, touching what the model cannot see
+            touched = []
         if s.capture is not None:
             s.capture.uses.extend((b, w, e) for b, w in touched)
             return
         tick = self._issue(s)
         for block, write in touched:
             self._touch(s, tick, e, block, write)
-        if synchronous:
+        if name in calls.VALUE_WAITS:
+            s.waiting = True
+        if synchronous and self._returns_after_the_work(name, args):
             self._host_sees(e, s.clock)
+
+    def _returns_after_the_work(self, name: str, args: dict) -> bool:
+        """Whether a "synchronous" copy or memset returns only once the work before it is done: a copy to host
+        memory does ("API synchronization behavior"); a memset of device memory, a device-to-device copy and a
+        copy from pageable host memory may return before."""
+        if name in calls.SYNC_SETS:
+            return False
+        if name == "cuMemcpyDtoH" or args.get("kind") == DEVICE_TO_HOST:
+            return True
+        to_device = self.memory.at(int(args.get("ptr") or 0)) is not None
+        from_device = self.memory.at(int(args.get("src") or 0)) is not None
+        return from_device and not to_device and name not in ("cuMemcpyHtoD", "cuMemcpyDtoD")
 
     def _graph_launch(self, e: dict, s: Stream, args: dict) -> None:
         tick = self._issue(s)
@@ -382,8 +406,11 @@ class Ordering:
         """What the audit's allocator and library hooks noted in Python."""
         name, ptr = e.get("name"), int(e.get("ptr") or 0)
         if name == POOL_ALLOC:
-            stream = self.stream(e, int(e.get("stream") or 0)).timeline
-            self.memory.allocated(ptr, int(e.get("size") or 0), e, stream=stream, pool=True)
+            s = self.stream(e, int(e.get("stream") or 0))
+            self.memory.allocated(ptr, int(e.get("size") or 0), e, stream=s.timeline, pool=True)
+            block = self.memory.at(ptr)
+            if s.capture is not None and e.get("library") == "PyTorch" and block is not None and block.base == ptr:
+                block.private = s.capture  # PyTorch serves a capture from the graph's private pool
         elif name == POOL_FREE:
             block = self.memory.at(ptr)
             if block is not None and block.base == ptr and block.stream is not None:

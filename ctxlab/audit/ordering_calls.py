@@ -40,8 +40,13 @@ INSTANTIATES = frozenset({"cuGraphInstantiate", "cuGraphInstantiateWithFlags", "
 GRAPH_LAUNCHES = frozenset({"cuGraphLaunch", "cudaGraphLaunch"})
 HOST_FUNCS = frozenset({"cuLaunchHostFunc", "cudaLaunchHostFunc"})
 IPC_EXPORTS = frozenset({"cuIpcGetMemHandle", "cudaIpcGetMemHandle"})
+# a wait on a value in memory holds the stream back until some other party writes it: what is queued behind it
+# is ordered by a write the model cannot tie to it (a batch of memory operations may hold such a wait)
+VALUE_WAITS = frozenset({"cuStreamWaitValue32", "cuStreamWaitValue64", "cuStreamBatchMemOp"})
+VALUE_WRITES = frozenset({"cuStreamWriteValue32", "cuStreamWriteValue64"})
 # work enqueued on a stream (a synchronous copy or memset on the legacy or per-thread default stream)
-WORK = KERNELS | ASYNC_COPIES | SYNC_COPIES | ASYNC_SETS | SYNC_SETS | GRAPH_LAUNCHES | HOST_FUNCS
+WORK = KERNELS | ASYNC_COPIES | SYNC_COPIES | ASYNC_SETS | SYNC_SETS | GRAPH_LAUNCHES | HOST_FUNCS | VALUE_WAITS \
+    | VALUE_WRITES
 MODELLED = (WORK | RECORDS | WAITS | STREAM_SYNCS | EVENT_SYNCS | DEVICE_SYNCS | ALLOCS | ASYNC_ALLOCS | ASYNC_FREES
             | STREAM_CREATES | EVENT_CREATES | EVENT_DESTROYS | CAPTURE_BEGINS | CAPTURE_ENDS | INSTANTIATES
             | IPC_EXPORTS)

@@ -35,6 +35,7 @@ class Use:
     tick: int
     event: dict
     write: bool
+    gated: bool = False  # queued behind a wait on a value: ordered by a write the model cannot see
 
     def ordered_before(self, clock: Clock) -> bool:
         """Whether this use happens before a point whose clock is ``clock``."""
@@ -56,6 +57,7 @@ class Block:
     writer: Use | None = None  # the latest write
     waits_for: list[Timeline] = field(default_factory=list)  # record_stream: its free waits for these too
     inner: list[Block] = field(default_factory=list)  # the pool's blocks inside a driver allocation
+    private: object = None  # the capture whose graph-private pool it came from (PyTorch): its memory stays
 
     def holds(self, address: int) -> bool:
         """Whether ``address`` lies in the block."""
@@ -98,10 +100,10 @@ class Memory:
             if not sized:
                 later = [b.base for b in outer.inner if b.base > base]
                 end = min(later) if later else outer.end
-            outer.inner = [b for b in outer.inner if b.end <= base or b.base >= end]
-            for b in outer.inner:  # an unsized block before it ends where this one begins
+            for b in outer.inner:  # an unsized block before it ends where this one begins (it is not gone)
                 if not b.sized and b.base < base < b.end:
                     b.end = base
+            outer.inner = [b for b in outer.inner if b.end <= base or b.base >= end]
             outer.inner.append(Block(base, end, e, stream=stream, sized=sized))
             return
         if outer is not None and outer.base == base and outer.end == end:
@@ -114,8 +116,10 @@ class Memory:
         self._bases.insert(i, base)
 
     def remove(self, block: Block, e: dict) -> None:
-        """A block freed: gone from the model, with the pool blocks inside it."""
-        block.freed = e
+        """A block freed: gone from the model, with the pool blocks inside it. A block of a graph-private pool
+        leaves the model but is not freed: the pool keeps its memory for the graph's replays."""
+        if block.private is None:
+            block.freed = e
         outer = self.outer(block.base)
         if outer is block:
             i = self.blocks.index(block)

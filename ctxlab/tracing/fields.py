@@ -79,6 +79,12 @@ FIELDS: dict[str, tuple[tuple[str, int, int, int, int, int], ...]] = {
     "cuStreamBeginCapture_v2": _CAPTURE_BEGIN, "cuStreamBeginCapture_v2_ptsz": _CAPTURE_BEGIN,
     "cuStreamEndCapture": _END_CAPTURE, "cuStreamEndCapture_ptsz": _END_CAPTURE,
     "cuStreamQuery": _STREAM_FIRST, "cuStreamQuery_ptsz": _STREAM_FIRST,
+    # stream memory operations: a wait on a value holds its stream back until something writes it
+    "cuStreamWaitValue32_v2": _STREAM_FIRST, "cuStreamWaitValue32_v2_ptsz": _STREAM_FIRST,
+    "cuStreamWaitValue64_v2": _STREAM_FIRST, "cuStreamWaitValue64_v2_ptsz": _STREAM_FIRST,
+    "cuStreamWriteValue32_v2": _STREAM_FIRST, "cuStreamWriteValue32_v2_ptsz": _STREAM_FIRST,
+    "cuStreamWriteValue64_v2": _STREAM_FIRST, "cuStreamWriteValue64_v2_ptsz": _STREAM_FIRST,
+    "cuStreamBatchMemOp_v2": _STREAM_FIRST, "cuStreamBatchMemOp_v2_ptsz": _STREAM_FIRST,
     # copies and memsets: the device pointer(s), the byte or element count (ctxlab.audit.ordering sizes them)
     "cuMemcpyAsync": (*_COPY, _SIZE16, *_STREAM_AT[24]), "cuMemcpyAsync_ptsz": (*_COPY, _SIZE16, *_STREAM_AT[24]),
     "cuMemcpyHtoDAsync_v2": (("ptr", ENTER, 0, VALUE, 0, 8), _SIZE16, *_STREAM_AT[24]),
@@ -171,6 +177,7 @@ RUNTIME_FIELDS: dict[str, tuple[tuple[str, int, int, int, int, int], ...]] = {
     "cudaStreamCreateWithPriority_v5050": (("stream", EXIT, 0, DEREF, 0, 8), ("flags", ENTER, 8, VALUE, 0, 4)),
     "cudaEventCreate_v3020": (("event", EXIT, 0, DEREF, 0, 8),),
     "cudaEventCreateWithFlags_v3020": (("event", EXIT, 0, DEREF, 0, 8),),
+    "cudaEventDestroy_v3020": (("event", ENTER, 0, VALUE, 0, 8),),
     "cudaEventRecord_v3020": _EVENT_STREAM, "cudaEventRecord_ptsz_v7000": _EVENT_STREAM,
     "cudaEventRecordWithFlags_v11010": _EVENT_STREAM, "cudaEventRecordWithFlags_ptsz_v11010": _EVENT_STREAM,
     "cudaStreamWaitEvent_v3020": _STREAM_EVENT, "cudaStreamWaitEvent_ptsz_v7000": _STREAM_EVENT,
