@@ -200,22 +200,24 @@ class Ordering:
             detail.update(base=block.base, size=block.end - block.base, made=block.made)
         self.hazards.append(Hazard(kind, e, cause, detail))
 
-    def _touch(self, s: Stream, tick: int, e: dict, block: Block, write: bool) -> None:
+    def _touch(self, s: Stream, tick: int, e: dict, block: Block, write: bool, address: int | None) -> None:
         """An operation on ``s`` at ``tick`` uses ``block``: an access after another timeline's write that is
         not ordered before it, or a write after another timeline's use not ordered before it, is a hazard."""
         block.fresh = False
         self.counts["uses"] += 1
-        use = Use(s.timeline, tick, e, write, gated=s.waiting)
+        use = Use(s.timeline, tick, e, write, gated=s.waiting, address=address)
         if use.gated:  # when it runs depends on a write to a value the model cannot tie to it: no judgement
             self._record(block, s, use)
             return
         last = block.writer
-        if last is not None and not last.gated and last.timeline != s.timeline and not last.ordered_before(s.clock):
+        if (last is not None and not last.gated and last.timeline != s.timeline and last.same_memory(block, address)
+                and not last.ordered_before(s.clock)):
             self._hazard(UNORDERED, e, last.event, block, first=last.timeline, second=s.timeline, write=write,
                          after="write")
         elif write:
             for other in block.uses.values():
-                if not other.gated and other.timeline != s.timeline and not other.ordered_before(s.clock):
+                if (not other.gated and other.timeline != s.timeline and other.same_memory(block, address)
+                        and not other.ordered_before(s.clock)):
                     self._hazard(UNORDERED, e, other.event, block, first=other.timeline, second=s.timeline,
                                  write=True, after="use")
                     break
@@ -365,18 +367,18 @@ class Ordering:
             touched = self.memory.copy_touches(args)
         elif name in calls.ASYNC_SETS or name in calls.SYNC_SETS:
             block = self.memory.at(int(args.get("ptr") or 0))
-            touched = [(block, True)] if block is not None else []
+            touched = [(block, True, int(args["ptr"]))] if block is not None else []
         elif name in calls.GRAPH_LAUNCHES:
             self._graph_launch(e, s, args)
             return
         else:  # a host function, a wait or write of a value: in stream order, touching what the model cannot see
             touched = []
         if s.capture is not None:
-            s.capture.uses.extend((b, w, e) for b, w in touched)
+            s.capture.uses.extend((b, w, e) for b, w, _ in touched)
             return
         tick = self._issue(s)
-        for block, write in touched:
-            self._touch(s, tick, e, block, write)
+        for block, write, address in touched:
+            self._touch(s, tick, e, block, write, address)
         if name in calls.VALUE_WAITS:
             s.waiting = True
         if synchronous and self._returns_after_the_work(name, args):
@@ -400,7 +402,7 @@ class Ordering:
             if block.freed is not None:
                 self._hazard(GRAPH_FREED, e, block.freed, block, captured=captured)
             else:
-                self._touch(s, tick, e, block, write)
+                self._touch(s, tick, e, block, write, None)
 
     def _note(self, e: dict) -> None:
         """What the audit's allocator and library hooks noted in Python."""

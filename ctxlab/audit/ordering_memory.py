@@ -10,7 +10,9 @@ destination, a kernel every live block one of its 8-byte argument words points i
 each argument by ``cuFuncGetParamInfo``'s sizes). Whether a kernel writes a block is not recorded; it is taken
 to write a block that nothing touched since it was handed out, and the block when it is the only one it
 touches (a kernel that writes nothing is pointless); else it reads it. A kernel that writes a block another
-kernel also uses is thus not always seen: the model errs towards no finding.
+kernel also uses is thus not always seen: the model errs towards no finding. In a driver allocation no pool hook
+divided, two uses conflict only where they point at the same address: a library the audit has no hook for (XLA,
+RMM, a workspace) may hand out arrays inside it, and different arrays are different memory.
 """
 
 from __future__ import annotations
@@ -36,6 +38,14 @@ class Use:
     event: dict
     write: bool
     gated: bool = False  # queued behind a wait on a value: ordered by a write the model cannot see
+    address: int | None = None  # where in the block it pointed (None: anywhere, a graph replay's use)
+
+    def same_memory(self, block: Block, address: int | None) -> bool:
+        """Whether this use and one at ``address`` may touch the same bytes of ``block``: in a block a pool
+        hook told (a library's array) any two do; in a driver allocation only two that point at the same
+        address (a library may suballocate it for arrays the audit has no hook for: XLA, RMM, a workspace)."""
+        return block.made.get("domain") == "audit" or address is None or self.address is None \
+            or self.address == address
 
     def ordered_before(self, clock: Clock) -> bool:
         """Whether this use happens before a point whose clock is ``clock``."""
@@ -146,23 +156,25 @@ class Memory:
             self._words[raw] = known
         return known
 
-    def kernel_touches(self, e: dict) -> list[tuple[Block, bool]]:
-        """The blocks a kernel launch's arguments point into, each with whether it is taken to write it."""
+    def kernel_touches(self, e: dict) -> list[tuple[Block, bool, int]]:
+        """The blocks a kernel launch's arguments point into, each with whether it is taken to write it and the
+        address it points at."""
         raw = e.get("arguments")
         if not isinstance(raw, bytes):
             return []
-        blocks: list[Block] = []
+        found: dict[int, tuple[Block, int]] = {}
         for word in self.words(raw):
             block = self.at(word)
-            if block is not None and block not in blocks:
-                blocks.append(block)
-        return [(b, b.fresh or len(blocks) == 1) for b in blocks]
+            if block is not None and id(block) not in found:
+                found[id(block)] = (block, word)
+        return [(b, b.fresh or len(found) == 1, word) for b, word in found.values()]
 
-    def copy_touches(self, args: dict) -> list[tuple[Block, bool]]:
+    def copy_touches(self, args: dict) -> list[tuple[Block, bool, int]]:
         """A copy's destination (written) and source (read) blocks, where they are device memory."""
         out = []
         for role, write in (("ptr", True), ("src", False)):
-            block = self.at(int(args.get(role) or 0))
+            address = int(args.get(role) or 0)
+            block = self.at(address)
             if block is not None:
-                out.append((block, write))
+                out.append((block, write, address))
         return out

@@ -314,3 +314,12 @@ def test_a_failing_call_orders_and_touches_nothing():
     c.at("cuStreamSynchronize", stream=A, status="CUDA_ERROR_INVALID_HANDLE")
     c.d2h(BASE, B)
     assert [f.rule for f in findings(c)] == ["unordered-access"]
+
+
+def test_buffers_a_library_suballocates_in_one_driver_allocation_are_told_apart_by_address():
+    c = two_streams()  # XLA, RMM or a workspace: one cuMemAlloc region, arrays in it, no pool hook to tell
+    c.kernel(A, BASE + 4096)  # one array written on A
+    c.d2h(BASE + 8192, B)  # another array of the same region read on B: not the same bytes
+    assert findings(c) == []
+    c.d2h(BASE + 4096, B)  # the array A wrote, read on B with nothing between
+    assert [f.rule for f in findings(c)] == ["unordered-access"]
