@@ -254,7 +254,8 @@ def parse_devices(text: str) -> list[int]:
 @fleet_check
 def check(devices, only, timeout, jobs, repeats, level, isolation, fmt, output, steps, full, json_path, junit_path,
           markdown_path, baseline, fail_on_drift, profile, max_size, openmetrics_path=None):
-    """Run every lab, isolated, and report for CI: exit 1 when a documented claim fails or a lab errors.
+    """Run every lab, isolated, and report for CI: exit 1 when a documented claim fails or a lab errors,
+    or when no claim at all was judged (every one skipped or left unjudged: an empty run is not healthy).
 
     \b
       ctxlab check
@@ -282,6 +283,7 @@ def check(devices, only, timeout, jobs, repeats, level, isolation, fmt, output, 
     from ctxlab.labs import UnknownLab
     from ctxlab.output import check_outputs, write_outputs
     from ctxlab.records.files import load_runs
+    from ctxlab.records.model import nothing_judged
     from ctxlab.report.escape import one_line
     from ctxlab.report.summary import drift_line
     from ctxlab.suite import changes, profile_lines, progress_line, select_labs
@@ -316,7 +318,10 @@ def check(devices, only, timeout, jobs, repeats, level, isolation, fmt, output, 
     write_outputs(check_reports(runs, drifted, reports, steps, full))
     for d in drifted or ():
         say(one_line(f"drift: {drift_line(d)}"))
-    if any(run.failed for run in runs) or (fail_on_drift and drifted):
+    empty = nothing_judged(runs)
+    if empty is not None:  # an empty run is not a healthy one: the fleet must not read it so
+        say(one_line(f"check: {empty}"))
+    if any(run.failed for run in runs) or (fail_on_drift and drifted) or empty is not None:
         raise SystemExit(EXIT_FAILS)
 
 

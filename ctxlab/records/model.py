@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxlab.records.schema import FAILING, KINDS, SCHEMA, VERDICTS
+from ctxlab.records.schema import FAILING, KINDS, NOT_JUDGED, SCHEMA, VERDICTS
 
 
 class ResultFileError(ValueError):
@@ -49,11 +49,15 @@ class Observation:
 
     @classmethod
     def from_dict(cls, data: dict) -> Observation:
-        """Read back what ``to_dict`` wrote."""
-        return cls(step=data["step"], thread=data["thread"], context_id=data.get("context_id"),
-                   what=data["what"], value=data.get("value"), context=data.get("context"),
-                   scenario=data.get("scenario"), round=data.get("round"),
-                   events=tuple(data.get("events", ())), repeat=data.get("repeat"))
+        """Read back what ``to_dict`` wrote: the object ``cls(...)`` makes of the same fields, its fields set
+        at once rather than one frozen ``__setattr__`` each (a fleet's files hold hundreds of thousands; the
+        class has no ``__post_init__`` to skip)."""
+        made = object.__new__(cls)
+        made.__dict__.update(step=data["step"], thread=data["thread"], context_id=data.get("context_id"),
+                             what=data["what"], value=data.get("value"), context=data.get("context"),
+                             scenario=data.get("scenario"), round=data.get("round"),
+                             events=tuple(data.get("events", ())), repeat=data.get("repeat"))
+        return made
 
 
 @dataclass(frozen=True)
@@ -143,8 +147,8 @@ class LabResult:
         """Read back what ``to_dict`` wrote (files from before a field existed get its default)."""
         return cls(lab=data["lab"], started=data["started"], seconds=float(data["seconds"]),
                    environment=dict(data["environment"]), options=dict(data.get("options", {})),
-                   observations=tuple(Observation.from_dict(o) for o in data["observations"]),
-                   claims=tuple(ClaimResult.from_dict(c) for c in data["claims"]),
+                   observations=tuple(map(Observation.from_dict, data["observations"])),
+                   claims=tuple(map(ClaimResult.from_dict, data["claims"])),
                    errors=tuple(data.get("errors", ())), metrics=dict(data.get("metrics", {})),
                    trace=tuple(data.get("trace", ())), timings=dict(data.get("timings", {})),
                    views={str(k): tuple(v) for k, v in dict(data.get("views", {})).items()},
@@ -158,3 +162,15 @@ def dumps(runs: list[LabResult], as_list: bool = False) -> str:
     if len(runs) == 1 and not as_list:
         return json.dumps(runs[0].to_dict(), indent=2)
     return json.dumps({"schema": SCHEMA, "runs": [r.to_dict() for r in runs]}, indent=2)
+
+
+def nothing_judged(runs: list[LabResult]) -> str | None:
+    """Why a set of runs that ran judged no claim at all (every claim skipped or left unjudged), in one line; None
+    where a claim was judged, or where no run ran (a node that could not run says so by its own record)."""
+    ran = [run for run in runs if not run.environment_error]
+    claims = [c for run in ran for c in run.claims]
+    if not ran or any(c.verdict not in NOT_JUDGED for c in claims):
+        return None
+    first = next((c for c in claims if c.verdict == "skipped"), claims[0] if claims else None)
+    why = f" (the first: {first.id}: {first.evidence})" if first is not None else ""
+    return f"nothing judged: all {len(claims)} claims of {len(ran)} lab run(s) were skipped or left unjudged{why}"

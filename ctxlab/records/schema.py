@@ -12,5 +12,6 @@ AUDIT_SCHEMA = "ctxlab-audit/2"
 # unjudged: the claim lies above the level the run was made at (check --level); counted apart from skipped
 VERDICTS = ("holds", "fails", "changed", "observed", "skipped", "unjudged", "error")
 FAILING = frozenset({"fails", "error"})  # verdicts that make a run fail (exit status 1)
+NOT_JUDGED = frozenset({"skipped", "unjudged"})  # a check where every claim has one of these judged nothing
 KINDS = ("promise", "old-text", "observation")  # what a claim rests on
 SILENT_WRONG = "silent-wrong-result"  # an outcome label: a value returned without error, and wrong

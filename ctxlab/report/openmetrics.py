@@ -13,7 +13,8 @@ Families (``docs/fleet.md`` has the queries):
 - ``ctxlab_environment_error{reason}``: one sample per reason, 1 for the node's;
 - ``ctxlab_environment_info{device, gpu, gpu_uuid, compute_capability, driver, runtime, runtime_cuda_bindings,
   cupy, cuda_bindings, python, ctxlab_version}``: 1 per device;
-- ``ctxlab_failed``, ``ctxlab_run_timestamp_seconds``, ``ctxlab_run_duration_seconds``;
+- ``ctxlab_failed`` (an empty run, where no claim was judged, counts), ``ctxlab_claims_judged``,
+  ``ctxlab_run_timestamp_seconds``, ``ctxlab_run_duration_seconds``;
 - per lab and device: ``ctxlab_lab_duration_seconds``, ``ctxlab_lab_claims{verdict}``, ``ctxlab_lab_errors``,
   ``ctxlab_lab_flags``, ``ctxlab_lab_failed``;
 - per claim: ``ctxlab_claim_verdict{lab, claim, kind, device, verdict}``, one sample per verdict, 1 for the
@@ -26,8 +27,8 @@ import datetime
 from collections.abc import Iterable
 
 from ctxlab.records.environment_error import REASONS, is_environment_error
-from ctxlab.records.model import LabResult
-from ctxlab.records.schema import VERDICTS
+from ctxlab.records.model import LabResult, nothing_judged
+from ctxlab.records.schema import NOT_JUDGED, VERDICTS
 from ctxlab.report.escape import shown
 
 LABEL_LIMIT = 200
@@ -36,7 +37,9 @@ HELP = {
     "ctxlab_up": "1 when ctxlab check ran its labs on this node, 0 when the node could not run at all.",
     "ctxlab_environment_error": "Why the node could not run (1 for its reason, 0 for the others).",
     "ctxlab_environment_info": "The environment each device ran in (always 1; the labels carry it).",
-    "ctxlab_failed": "1 when a documented claim fails, a claim errs, a scenario broke, or the node could not run.",
+    "ctxlab_failed": "1 when a documented claim fails, a claim errs, a scenario broke, the node could not run, or "
+                     "no claim at all was judged (every one skipped or unjudged).",
+    "ctxlab_claims_judged": "How many claims the run judged (not skipped, not left unjudged by its level).",
     "ctxlab_run_timestamp_seconds": "When the run started (Unix time).",
     "ctxlab_run_duration_seconds": "From the first lab's start to the last lab's end.",
     "ctxlab_lab_duration_seconds": "How long each lab took on each device.",
@@ -136,7 +139,9 @@ def render_openmetrics(runs: list[LabResult]) -> str:
         if label_value(labels["device"]) not in seen_devices:
             seen_devices.add(label_value(labels["device"]))
             families["ctxlab_environment_info"].add(labels, 1)
-    families["ctxlab_failed"].add({}, 1 if not runs or any(run.failed for run in runs) else 0)
+    empty = nothing_judged(runs) is not None
+    families["ctxlab_failed"].add({}, 1 if not runs or empty or any(run.failed for run in runs) else 0)
+    families["ctxlab_claims_judged"].add({}, sum(1 for run in ran for c in run.claims if c.verdict not in NOT_JUDGED))
     starts = [(t, run.seconds) for run in runs if (t := _timestamp(run.started)) is not None]
     if starts:
         first = min(t for t, _ in starts)

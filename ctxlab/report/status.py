@@ -13,7 +13,7 @@ import os
 import time
 
 from ctxlab.records.environment_error import is_environment_error
-from ctxlab.records.model import LabResult
+from ctxlab.records.model import LabResult, nothing_judged
 from ctxlab.records.schema import FAILING
 from ctxlab.report.escape import one_line
 
@@ -32,12 +32,15 @@ def status_line(runs: list[LabResult]) -> tuple[int, str]:
     failing = [c.id for run in runs for c in run.claims if c.verdict in FAILING]
     broke = [f"{run.lab} ({', '.join(sorted({str(e.get('kind', '?')) for e in run.errors}))})"
              for run in runs if run.errors]
-    if failing or broke:
+    empty = nothing_judged(runs)
+    if failing or broke or empty:
         parts = []
         if failing:
             parts.append(f"fails: {failing[0]}" + (f" (+{len(failing) - 1} more)" if len(failing) > 1 else ""))
         if broke:
             parts.append(f"broke: {broke[0]}" + (f" (+{len(broke) - 1} more)" if len(broke) > 1 else ""))
+        if empty:
+            parts.append(empty)
         return PROBLEM, "ctxlab: " + "; ".join(parts)
     claims = sum(len(run.claims) for run in runs)
     gpus = sorted({str(run.environment.get("gpu", "?")) for run in runs})

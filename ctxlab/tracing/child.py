@@ -77,6 +77,9 @@ def run(folder: str) -> int:
             from ctxlab.tracing.program import run_program
 
             status, extra = run_program(code, module, argv), {}
+    except KeyboardInterrupt:  # Ctrl-C while ctxlab started or stopped the tracer (the program's own is its)
+        sys.stderr.flush()
+        return 128 + signal.SIGINT
     except Exception as exc:  # the tracer could not start (no CUPTI, no GPU, another profiler): say why
         from ctxlab.tracing.tracer import TraceUnavailable
 

@@ -26,6 +26,7 @@ CRASH = _lab("crash", "tests.isolate_targets:crash")
 HANG = _lab("hang", "tests.isolate_targets:hang")
 FAILS = _lab("fails", "tests.fake_labs.targets:observe", promise=lambda facts: False)
 BROKEN_JUDGE = _lab("broken-judge", "tests.fake_labs.targets:observe", facts=_broken)
+SKIPS = _lab("skips", "tests.fake_labs.targets:skip_all")  # every claim skipped: a run that judged nothing
 FLAKY = _lab("flaky", "tests.fake_labs.targets:crash_on_second_call", undefined=True)
 
 # One scenario that needs the GPU alone and three that share it, each taking 0.3 s.
@@ -89,4 +90,4 @@ REGISTRY = {"ok": "tests.fake_labs:OK", "crash": "tests.fake_labs:CRASH", "hang"
             "flaky": "tests.fake_labs:FLAKY", "timed": "tests.fake_labs:TIMED", "shared": "tests.fake_labs:SHARED",
             "shared-dirty": "tests.fake_labs:SHARED_DIRTY", "shared-crash": "tests.fake_labs:SHARED_CRASH",
             "shared-hang": "tests.fake_labs:SHARED_HANG", "shared-dirty-slow": "tests.fake_labs:SHARED_DIRTY_SLOW",
-            "levelled": "tests.fake_labs:LEVELLED"}
+            "levelled": "tests.fake_labs:LEVELLED", "skips": "tests.fake_labs:SKIPS"}

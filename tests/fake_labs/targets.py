@@ -12,6 +12,14 @@ def observe():
     return {"observations": rec.observations}
 
 
+def skip_all():
+    from ctxlab.harness.recorder import Recorder
+
+    rec = Recorder(scenario="only")
+    rec.add("step", "skipped", "needs 2 GPUs, found 1 (stand-in)")
+    return {"observations": rec.observations}
+
+
 def crash_on_second_call():
     """Answers, except the second call from this forkserver: then it dies by a signal.
 

@@ -257,3 +257,21 @@ def test_one_comparison_one_vocabulary_two_scopes():
     assert {(d["item"], d["change"]) for d in every} == {(observed.id, "evidence"), (promise.id, "evidence")}
     with pytest.raises(ValueError, match="evidence must be"):
         changes(base, now, evidence="some")
+
+
+def test_a_check_that_judged_nothing_is_not_healthy(fake_registry, tmp_path):
+    from ctxlab.report.status import status_of
+
+    prom, result = tmp_path / "node.prom", tmp_path / "r.json"
+    empty = invoke("check", "--only", "skips", "--openmetrics", str(prom), "--json", str(result))
+    assert empty.exit_code == 1, empty.output
+    assert "check: nothing judged: all 1 claims of 1 lab run(s) were skipped" in empty.output
+    assert "needs 2 GPUs, found 1 (stand-in)" in empty.output
+    metrics = prom.read_text()
+    assert "ctxlab_up 1" in metrics and "ctxlab_failed 1" in metrics and "ctxlab_claims_judged 0" in metrics
+    code, line = status_of(str(result))
+    assert code == 1 and line.startswith("ctxlab: nothing judged"), line
+    both = invoke("check", "--only", "skips,ok")  # one lab judged: a lab skipping (one GPU, peer) is no alarm
+    assert both.exit_code == 0 and "nothing judged" not in both.output
+    both = invoke("check", "--only", "skips,ok", "--openmetrics", str(prom))
+    assert "ctxlab_claims_judged 1" in prom.read_text() and "ctxlab_failed 0" in prom.read_text()
