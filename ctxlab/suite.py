@@ -22,7 +22,7 @@ from ctxlab.harness.timing_cache import load_timings, save_timings
 from ctxlab.lab import DEFAULT_REPEATS, Lab, LabOptions
 from ctxlab.labs import LABS, UnknownLab, get_lab
 from ctxlab.levels import FULL
-from ctxlab.records.evidence import normalize, normalize_undefined
+from ctxlab.records.evidence import normalize, normalize_undefined, version_changes
 from ctxlab.records.model import LabResult
 
 
@@ -200,7 +200,7 @@ def decided(run: LabResult, registry: dict[str, str] | None = None) -> dict[str,
 
 # The one vocabulary of what differs between two sets of runs (``changes``).
 CHANGES = ("run missing", "new run", "scenario missing", "new scenario", "claim missing", "new claim", "verdict",
-           "evidence")
+           "evidence", "version")
 
 
 def changes(base: list[LabResult], now: list[LabResult], evidence: str = "observed",
@@ -211,7 +211,7 @@ def changes(base: list[LabResult], now: list[LabResult], evidence: str = "observ
 
     ``evidence``: whose evidence is compared, as ``decided`` normalises it: ``"observed"`` claims' only (drift:
     a promise's sentence may change with a handle) or ``"all"`` (two runs of one machine). ``scenarios``: also
-    which scenarios ran. Claims one run's level left ``unjudged`` are not compared, nor evidence or scenarios
+    which scenarios ran. Claims one run's level left ``unjudged`` (the runs of two levels) are not compared, nor evidence or scenarios
     between runs of two levels (a lower level runs fewer repeats by design). Sorted by lab, device and item."""
     if evidence not in ("observed", "all"):
         raise ValueError(f"evidence must be 'observed' or 'all', not {evidence!r}")
@@ -232,12 +232,17 @@ def changes(base: list[LabResult], now: list[LabResult], evidence: str = "observ
             prior = was.get(claim.id)
             if prior is None:
                 out.append(_change(run, claim.id, "new claim", now=claim.verdict))
-            elif "unjudged" in (prior.verdict, claim.verdict):  # one run's level left it out
+            elif "unjudged" in (prior.verdict, claim.verdict) and not same_level:  # one run's level left it out
                 continue
             elif prior.verdict != claim.verdict:
                 out.append(_change(run, claim.id, "verdict", was=prior.verdict, now=claim.verdict,
                                    evidence=claim.evidence))
             elif ((evidence == "all" or claim.verdict == "observed") and same_level
                   and then[claim.id] != decided_now[claim.id]):
-                out.append(_change(run, claim.id, "evidence", was=prior.evidence, now=claim.evidence))
+                moved = version_changes(prior.evidence, claim.evidence)
+                if moved:  # a library or the driver changed under the claim: named as what it is
+                    out.append(_change(run, claim.id, "version", was=", ".join(b for b, _ in moved),
+                                       now=", ".join(a for _, a in moved)))
+                else:
+                    out.append(_change(run, claim.id, "evidence", was=prior.evidence, now=claim.evidence))
     return sorted(out, key=lambda d: (d["lab"], str(d["device"]), d["item"], d["change"]))

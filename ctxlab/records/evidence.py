@@ -6,7 +6,9 @@ of an outcome's class must still read differently. ``normalize`` therefore blank
 - handles, addresses and pointers: ``0x7f41...`` (five hex digits or more) and the bare hexadecimal handle
   after ``context``/``handle``/``pointer``/``address`` (Numba's "non-primary CUDA context 349c6ed0") read
   ``0x…``; a null handle (``0x0``) and small ids stay, they are decided;
-- rates and timings (numbers with a decimal point) read ``#.#``;
+- rates and timings (numbers with a decimal point) read ``#.#``, but never a version: a number of three parts
+  (``14.2.0``) or one that follows a name a version follows (``CUDA 13.2``, ``driver 580.95``, ``CuPy 14.2``,
+  ``version 2.1``) is the machine's, and a change of it is drift (``version_changes`` names it);
 - the numbers of a silent wrong result: ``silent-wrong-result (got 184549376, expected 1073741824)`` reads
   ``silent-wrong-result`` (the class is compared, the wrong values are not), and the count after "wrong
   values (returned) without an error:" reads ``some`` unless it is 0 (wrong values appearing or vanishing is
@@ -32,10 +34,32 @@ _VOLATILE = [
     (re.compile(r"0[xX][0-9a-fA-F]{5,}"), "0x…"),  # handles and addresses change every run
     # A handle printed without 0x where a handle is named (Numba: "non-primary CUDA context 349c6ed0").
     (re.compile(r"\b(context|handle|pointer|address)( +)[0-9a-fA-F]{5,}\b", re.IGNORECASE), r"\1\g<2>0x…"),
-    (re.compile(r"\b\d+\.\d+\b"), "#.#"),  # rates and timings
     (re.compile(re.escape(SILENT_WRONG) + r" \(got [^()]*\)"), SILENT_WRONG),  # the wrong values read
     (re.compile(r"(wrong values? (?:returned )?without an error: )[1-9]\d*"), r"\g<1>some"),
 ]
+
+# A number with a decimal point: a rate or a timing (blanked) unless it is a version (kept).
+_DECIMAL = re.compile(r"\b\d+\.\d+(?:\.\d+)*\b")
+# The names a version follows, with what may stand between ("CUDA 13.2", "driver: 580.95", "CuPy v14.2").
+_NAMED = (r"(?:\b(?:CUDA|CuPy|cupy|driver|runtime|Python|python|NumPy|numpy|PyTorch|torch|JAX|jax|jaxlib|Numba|"
+          r"numba|numba-cuda|cuda-bindings|cuda_bindings|cuda-python|cuda\.core|cuda-core|NCCL|cuDNN|CUPTI|cupti|"
+          r"nvcc|version|ctxlab)[ :=]{0,3}v?|\bv)")
+_VERSION_OF = re.compile(_NAMED + "$")
+VERSION = re.compile(_NAMED + r"\d+(?:\.\d+)+\b|\b\d+\.\d+\.\d+\b")
+
+
+def _decimal(match: re.Match) -> str:
+    text = match.group(0)
+    if text.count(".") >= 2 or _VERSION_OF.search(match.string[max(0, match.start() - 16):match.start()]):
+        return text  # a version: the machine's, compared
+    return "#.#"
+
+
+def version_changes(was: str, now: str) -> list[tuple[str, str]]:
+    """The versions named in two evidences that differ, in order ((before, after) each); [] where the same."""
+    before, after = VERSION.findall(was), VERSION.findall(now)
+    return [(b, a) for b, a in zip(before, after, strict=False) if b != a]
+
 
 # One item of a distribution ("CUDA_ERROR_X in 2 of 3"), and a run of them separated by ", ". An item's text
 # reaches back to the previous , ; or : (re finds the leftmost start).
@@ -95,6 +119,8 @@ def normalize(evidence: str) -> str:
     results blanked, distributions in one order (the module docstring says what and why)."""
     for pattern, replacement in _VOLATILE:
         evidence = pattern.sub(replacement, evidence)
+    if "." in evidence:
+        evidence = _DECIMAL.sub(_decimal, evidence)
     return _ALL_WRONG.sub(SILENT_WRONG + r" in # of \1", _spreads(evidence))
 
 

@@ -188,3 +188,20 @@ def test_any_wrong_values_give_the_same_normal_form(got_a, got_b, expected):
 @given(st.floats(min_value=0.001, max_value=1e6, allow_nan=False), st.floats(min_value=0.001, max_value=1e6))
 def test_any_rate_gives_the_same_normal_form(x, y):
     assert normalize(f"{x:.2f} handoffs/s") == normalize(f"{y:.3f} handoffs/s")
+
+
+def test_a_version_in_evidence_is_compared_as_a_version_and_named_so():
+    for old, new in (("CUDA 13.2", "CUDA 12.8"), ("CuPy 14.2.0", "CuPy 13.6.0"), ("driver 580.95.05", "driver 575.57")):
+        assert normalize(f"built against {old}, 1.25 s") != normalize(f"built against {new}, 1.25 s"), old
+    assert normalize("CUDA 13.2 in 1.25 s at 3.5 GB/s") == normalize("CUDA 13.2 in 1.31 s at 3.9 GB/s")  # timings
+    cid = next(c.id for run in check_runs() for c in run.claims if c.verdict == "observed")
+    base = check_runs()
+    now = with_evidence(base, {cid: "CuPy 13.6.0 reports CUDA 12.8"})
+    then = with_evidence(base, {cid: "CuPy 14.2.0 reports CUDA 13.2"})
+    [d] = [d for d in changes(then, now) if d["item"] == cid]
+    assert (d["change"], d["was"], d["now"]) == ("version", "CuPy 14.2.0, CUDA 13.2", "CuPy 13.6.0, CUDA 12.8")
+
+
+def test_a_claim_left_unjudged_between_two_runs_of_one_level_is_drift():
+    cid = next(c.id for run in check_runs() for c in run.claims if c.verdict == "holds")
+    assert drifted({}, {cid: "unjudged"}) == {(cid, "verdict")}  # both full-level runs: not by design
