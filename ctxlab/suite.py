@@ -211,8 +211,8 @@ def changes(base: list[LabResult], now: list[LabResult], evidence: str = "observ
 
     ``evidence``: whose evidence is compared, as ``decided`` normalises it: ``"observed"`` claims' only (drift:
     a promise's sentence may change with a handle) or ``"all"`` (two runs of one machine). ``scenarios``: also
-    which scenarios ran. Claims one run's level left ``unjudged`` (the runs of two levels) are not compared, nor evidence or scenarios
-    between runs of two levels (a lower level runs fewer repeats by design). Sorted by lab, device and item."""
+    which scenarios ran. Between runs of two levels, claims one run's level left ``unjudged`` are not compared,
+    nor evidence or scenarios (a lower level runs fewer repeats by design). Sorted by lab, device and item."""
     if evidence not in ("observed", "all"):
         raise ValueError(f"evidence must be 'observed' or 'all', not {evidence!r}")
     before, after = {_key(r): r for r in base}, {_key(r): r for r in now}
