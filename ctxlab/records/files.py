@@ -124,7 +124,7 @@ def nesting_depth(data: bytes) -> int:
     bracket changes sides); what is left between quotes is the few strings that hold brackets."""
     import numpy as np
 
-    reduced = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURAL)
+    reduced = _without_escaped_quotes(data)
     brackets = _STRING.sub(b"", reduced.replace(b'""', b""))
     if not brackets:
         return 0
@@ -133,7 +133,37 @@ def nesting_depth(data: bytes) -> int:
     return int(np.cumsum(steps, dtype=np.int64).max())
 
 
+ESCAPES_LOOKED_AT = 1 << 14  # backslashes found one by one; a file with more takes the two replaces
+
+
+def _without_escaped_quotes(data: bytes) -> bytes:
+    """What is left of ``data`` once every ``\\\\`` and then every ``\\"`` is removed (left to right) and then
+    all but quotes and brackets. The replaces remove backslashes, which the last step removes anyway, and the
+    quotes that end a run of an odd number of backslashes: so those quotes alone are found, from the few
+    backslashes a result file has, and the text between them is cut down once, not copied twice first. Past
+    ``ESCAPES_LOOKED_AT`` backslashes, the replaces themselves (linear in C, whatever the text)."""
+    pieces: list[bytes] = []
+    start, at, left = 0, data.find(b"\\"), ESCAPES_LOOKED_AT
+    while at >= 0:
+        end = at + 1
+        while left > 0 and data[end:end + 1] == b"\\":  # the end of this run of backslashes
+            end, left = end + 1, left - 1
+        left -= 1
+        if left <= 0:
+            return data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURAL)
+        if (end - at) % 2 and data[end:end + 1] == b'"':  # an escaped quote: gone with the text before it kept
+            pieces.append(data[start:end].translate(None, _NOT_STRUCTURAL))
+            start = end + 1
+        at = data.find(b"\\", end)
+    pieces.append((data[start:] if start else data).translate(None, _NOT_STRUCTURAL))
+    return b"".join(pieces)
+
+
 MAX_DIGITS = 40  # an integer a record holds (a handle, a count) has at most 20
+# Every digit as 1, every other byte as a space: a run of more than MAX_DIGITS ones is where a longer integer
+# could be; with none, no integer needs counting and json's own int() reads them all.
+_DIGITS_AS_ONES = bytes(0x31 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_TOO_MANY_DIGITS = b"1" * (MAX_DIGITS + 1)
 
 
 class _NotANumber(ValueError):
@@ -159,6 +189,7 @@ def _bounded_int(token: str) -> int:
 
 def decode_json(data: bytes, origin: str) -> Any:
     """Strict UTF-8 JSON without NaN or infinities, nested no deeper than the schema allows."""
+    long_digits = _TOO_MANY_DIGITS in data.translate(_DIGITS_AS_ONES)  # else every integer is short
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -169,7 +200,8 @@ def decode_json(data: bytes, origin: str) -> Any:
                               f"({depth} levels)")
     del data  # the caller passes its bytes on: the text and what it decodes to need the room
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
+                          parse_int=_bounded_int if long_digits else None)
     except _NotANumber as exc:
         raise ResultFileError(f"{origin}: not JSON: {exc}") from None
     except json.JSONDecodeError as exc:
@@ -178,10 +210,11 @@ def decode_json(data: bytes, origin: str) -> Any:
         raise ResultFileError(f"{origin}: nested too deep to read") from None
 
 
-def load_runs(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES,
-              limit_hint: str = LIMIT_HINT) -> list[LabResult]:
-    """The runs in a result file (schema ctxlab/1), or ResultFileError with one line naming the file."""
+def load_runs(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES, limit_hint: str = LIMIT_HINT,
+              build: Callable[[dict], LabResult] = LabResult.from_dict) -> list[LabResult]:
+    """The runs in a result file (schema ctxlab/1), or ResultFileError with one line naming the file;
+    ``build`` makes each checked run's record (``shapes.runs_from_document``)."""
     origin = os.fspath(path)
     data = read_bounded(origin, max_bytes, limit_hint, head_check=lambda head: refuse_what_is_not_json(origin, head))
-    return runs_from_document(decode_json(data, origin), origin)
+    return runs_from_document(decode_json(data, origin), origin, build)
 

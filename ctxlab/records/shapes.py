@@ -9,7 +9,7 @@ content only through ``inert`` so that the message stays one harmless line.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ctxlab.records import schema as names
@@ -97,9 +97,11 @@ class _Shape:
             for key in ("reason", "message"):
                 self.field(unable, key, f"{prefix}environment_error", "str")
         for index, obs in enumerate(self.array(data.get("observations"), f"{prefix}observations")):
-            self.observation(obs, f"{prefix}observations[{index}]")
+            if not _plain_observation(obs):  # the rules below say which, and where
+                self.observation(obs, f"{prefix}observations[{index}]")
         for index, claim in enumerate(self.array(data.get("claims"), f"{prefix}claims")):
-            self.claim(claim, f"{prefix}claims[{index}]")
+            if not _plain_claim(claim):
+                self.claim(claim, f"{prefix}claims[{index}]")
         for index, error in enumerate(self.array(data.get("errors", []), f"{prefix}errors")):
             error = self.obj(error, f"{prefix}errors[{index}]")
             for key in ("scenario", "kind", "message", "output_tail"):
@@ -122,6 +124,35 @@ class _Shape:
             self.fail(f"{where}.verdict", f"{inert(data['verdict'])} is not one of {', '.join(names.VERDICTS)}")
         if data.get("kind", "observation") not in names.KINDS:
             self.fail(f"{where}.kind", f"{inert(data['kind'])} is not one of {', '.join(names.KINDS)}")
+
+
+_INT_OR_NULL = (int, type(None))  # exact types: a bool, or a subclass, takes the rules above
+_STR_OR_NULL = (str, type(None))
+_NO_LIST = object()
+
+
+def _plain_observation(data: Any) -> bool:
+    """True when ``data`` passes ``_Shape.observation`` by its exact JSON types (every decoded observation
+    that fits does); False leaves it to the rules, which say what is wrong, or pass a value of a subclass.
+    One look per field: a file holds hundreds of observations per run."""
+    if type(data) is not dict:
+        return False
+    get = data.get
+    return (type(get("step")) is str and type(get("thread")) is str and type(get("what")) is str
+            and type(get("context_id")) in _INT_OR_NULL and type(get("context")) in _INT_OR_NULL
+            and type(get("round")) in _INT_OR_NULL and type(get("repeat")) in _INT_OR_NULL
+            and type(get("scenario")) in _STR_OR_NULL
+            and ((events := get("events", _NO_LIST)) is _NO_LIST or type(events) is list))
+
+
+def _plain_claim(data: Any) -> bool:
+    """True when ``data`` passes ``_Shape.claim`` by exact types and known names; False leaves it to the rules."""
+    if type(data) is not dict:
+        return False
+    get = data.get
+    return (type(get("id")) is str and type(get("statement")) is str and type(get("source")) is str
+            and type(get("evidence")) is str and type(get("verdict")) is str and get("verdict") in names.VERDICTS
+            and type(get("kind", "observation")) is str and get("kind", "observation") in names.KINDS)
 
 
 def check_document(data: Any, origin: str) -> list[dict]:
@@ -185,9 +216,12 @@ def valid_fast(data: Any) -> bool:
         return False
 
 
-def runs_from_document(data: Any, origin: str = "<data>") -> list[LabResult]:
+def runs_from_document(data: Any, origin: str = "<data>",
+                       build: Callable[[dict], LabResult] = LabResult.from_dict) -> list[LabResult]:
     """Records from a decoded document, after its shape is checked: first by the rules above (which name
-    the problem plainly), then by the JSON Schema, so the loader accepts nothing the schema does not."""
+    the problem plainly), then by the JSON Schema, so the loader accepts nothing the schema does not.
+    ``build`` makes each run's record from its checked object (``report merge`` passes one that keeps only
+    what a merge shows); what it raises as ``LabResult.from_dict`` would names the run as malformed."""
     runs_data = check_document(data, origin)
     for where, problem in () if valid_fast(data) else schema_errors(data):
         raise ResultFileError(f"{origin}: {where or 'the document'}: {inert(problem, 120)} "
@@ -195,7 +229,7 @@ def runs_from_document(data: Any, origin: str = "<data>") -> list[LabResult]:
     runs = []
     for index, item in enumerate(runs_data):
         try:
-            runs.append(LabResult.from_dict(item))
+            runs.append(build(item))
         except (KeyError, TypeError, ValueError, OverflowError) as exc:  # a rule the records add that shapes lack
             where = f"runs[{index}]" if "runs" in data else "run"
             raise ResultFileError(f"{origin}: {where} is malformed: {inert(str(exc), 120)}") from None
