@@ -40,6 +40,10 @@ def _corpus() -> dict:
     return _json("audit/wave4/final/realworld.json")
 
 
+def _merge() -> dict:
+    return _json("speed/merge-fleet-2cpu.json")
+
+
 def _side() -> dict:
     return _json("audit/wave4/final/sanitizer/side-by-side.json")["table"]
 
@@ -124,6 +128,11 @@ FIGURES: list[tuple[str, Callable[[], str]]] = [
                                             _side()["audit_places_what_the_sanitizer_points_at"])),
     ("labs/audit.md", lambda: "it reported something on {} of the {} clean programs".format(
         _side()["sanitizer_reports_on_clean"], _side()["clean"])),
+    ("docs/fleet.md", lambda: "in {:.1f} s of CPU on a 2-CPU machine, median of three, and in about as much wall "
+                              "time with both CPUs busy with other work ({:.1f} s; before issue 51, {:.1f} s of CPU "
+                              "and {:.1f} s on the same machine".format(
+        _merge()["median_cpu_seconds"], _merge()["median_wall_seconds"], _merge()["before"]["median_cpu_seconds"],
+        _merge()["before"]["median_wall_seconds"])),
     ("README.md", lambda: "{} of {} one-GPU programs written from public reports get exactly their expected "
                           "findings".format(_corpus()["exact"], _corpus()["audited"])),
     ("README.md", lambda: "`--level 1` judges node health (the promises a context handoff rests on) in {:.1f} s "
