@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# On a GPU machine: ctxlab audit on every program of examples/realworld/ (one GPU), one after another, each
-# with a wall-clock limit; the reports, logs and a summary (exit codes, seconds, findings) land in OUTDIR.
+# On a GPU machine: ctxlab audit on every program of examples/realworld/ (one GPU), each with a wall-clock
+# limit; the reports, logs and a summary (exit codes, seconds, findings) land in OUTDIR.
 #   scripts/gpu-audit-corpus.sh OUTDIR [PROGRAM...]
+# JOBS=N: N programs at once (default 1; the hang programs' stall limits leave room for a loaded machine).
 # PLAIN=1: run each program alone first (not the hang programs) and record its time beside the audit's.
 set -uo pipefail
 out=${1:?usage: scripts/gpu-audit-corpus.sh OUTDIR [PROGRAM...]}
@@ -16,11 +17,13 @@ if [ ${#programs[@]} -eq 0 ]; then
 fi
 summary="$out/audit/summary.tsv"
 printf 'program\taudit_exit\tseconds\tfindings\tplain_exit\tplain_seconds\n' > "$summary"
-for prog in "${programs[@]}"; do
+
+audit_one() {  # one program: its plain run (PLAIN=1), its audit, one summary line (one write: safe in parallel)
+  local prog=$1 out=$2 name args plain_code="" plain_s="" start end code found
   name=$(basename "$prog" .py)
   args=$(python3 scripts/corpus_args.py "$prog")
-  plain_code=""; plain_s=""
-  if [ -n "${PLAIN:-}" ] && [[ "$name" != hang_* ]]; then  # the program alone, for the audit's overhead
+  if [ -n "${PLAIN:-}" ] && [[ "$name" != hang_* ]]; then
+    local p0 p1
     p0=$(date +%s.%N)
     timeout -s KILL 120 python3 "$prog" > "$out/audit/$name.plain.log" 2>&1
     plain_code=$?
@@ -34,6 +37,8 @@ for prog in "${programs[@]}"; do
   end=$(date +%s.%N)
   found=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' '.join(f['rule']+'@'+str((f.get('location') or {}).get('line')) for f in d['findings']))" "$out/audit/$name.json" 2>/dev/null)
   printf "%s\t%s\t%s\t%s\t%s\t%s\n" "$name" "$code" "$(python3 -c "print(round($end - $start, 2))")" "$found" \
-    "$plain_code" "$plain_s" >> "$summary"
+    "$plain_code" "$plain_s" >> "$out/audit/summary.tsv"
   echo "$name exit=$code $found"
-done
+}
+export -f audit_one
+printf '%s\n' "${programs[@]}" | xargs -P "${JOBS:-1}" -I{} bash -c 'audit_one "$1" "$2"' _ {} "$out"

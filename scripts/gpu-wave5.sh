@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# On a GPU machine, within one device call: the realworld corpus under the audit (several programs at once)
+# and its score table, then every GPU-marked test but the corpus test (several workers), each with a limit.
+#   scripts/gpu-wave5.sh OUTDIR [pytest args]
+set -uo pipefail
+out=${1:?usage: scripts/gpu-wave5.sh OUTDIR [pytest args]}
+shift
+mkdir -p "$out"
+cd "$(dirname "$0")/.."
+. scripts/gpu-env.sh
+status=0
+nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1 | tee "$out/gpu.txt"
+python3 -m ctxlab doctor > "$out/doctor.txt" 2>&1 || status=1
+JOBS=${JOBS:-8} timeout -s KILL "${CORPUS_S:-300}" scripts/gpu-audit-corpus.sh "$out" > "$out/corpus.log" 2>&1 || status=1
+python3 benchmarks/realworld_score.py "$out/audit" --json "$out/realworld.json" --summary "$out/audit/summary.tsv" \
+  2>&1 | tee "$out/score.txt" || status=1
+mkdir -p "$out/results"
+CTXLAB_RESULTS="$out/results" timeout -s KILL "${TESTS_S:-260}" python3 -m pytest -m gpu -n "${WORKERS:-6}" \
+  -p no:cacheprovider --timeout 200 -ra --durations 20 --junitxml="$out/pytest.xml" \
+  --ignore=tests/gpu/test_realworld.py "$@" tests > "$out/pytest.log" 2>&1 || status=1
+tail -60 "$out/pytest.log"
+exit $status
