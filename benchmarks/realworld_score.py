@@ -48,15 +48,11 @@ def main() -> None:
         with open(path) as handle:
             doc = json.load(handle)
         row = test.score(entry, doc)
-        want = {"signal": ("signal",), "timeout": ("timeout", "stall"), "os._exit": ("exit",)}.get(
-            entry.get("ends", ""), ("exit",))
-        row["ending"] = doc.get("ending")
-        row["ending_as_expected"] = (doc.get("ending") or {}).get("how") in want
         if name in times and times[name].get("plain_seconds"):
             row["audit_seconds"] = float(times[name]["seconds"])
             row["plain_seconds"] = float(times[name]["plain_seconds"])
         rows.append(row)
-    exact = [r for r in rows if not r["missed"] and not r["extra"] and r["ending_as_expected"]]
+    exact = [r for r in rows if r["exact"]]
     ratios = [r["audit_seconds"] / r["plain_seconds"] for r in rows if r.get("plain_seconds")]
     table = {"programs": rows, "audited": len(rows), "exact": len(exact),
              "hazards": sum(r["kind"] == "hazard" for r in rows),

@@ -33,8 +33,12 @@ class Calls(Events):
                          line=len(self.events) + 1, args=args, **extra)
 
     def hook(self, name: str, tid: int = MAIN, **fields) -> dict:
+        """An allocator or library hook's note: as ``ctxlab.audit.allocators.Notes`` makes it, with no context
+        (a hook runs in Python, outside any CUDA call)."""
         self.t += 10
-        return self.observed(name, self.t, tid=tid, context=PRIMARY, line=len(self.events) + 1, **fields)
+        event = self.observed(name, self.t, tid=tid, line=len(self.events) + 1, **fields)
+        del event["context"]
+        return event
 
     def stream(self, handle: int, flags: int = 0) -> dict:
         return self.at("cuStreamCreate", stream=handle, flags=flags)

@@ -11,20 +11,23 @@ noted for the ordering model (``ctxlab.audit.ordering``) with the user's stack.
   that stream); ``torch.cuda.Event.wait`` on an event never recorded, which makes no CUDA call at all, is
   noted (``LIBRARY_EVENT_WAIT``) with where the event was made.
 
-A hook only notes and calls through; noting never changes what the library's call does or returns. A free
-noted while this thread is already inside a note (a garbage collection run inside it) waits in a queue that
-the next note flushes, with its own time.
+A hook that cannot be installed (a library version whose internals differ) leaves the library as it is and
+notes why (``LIBRARY_NOT_WATCHED``: the library, the part, the error), so the report says what it could not
+judge instead of reading clean. A hook only notes and calls through; noting never changes what the library's
+call does or returns. A free noted while this thread is already inside a note (a garbage collection run inside
+it) waits in a queue that the next note flushes, with its own time.
 """
 
 from __future__ import annotations
 
 import collections
 import functools
+import importlib
 import threading
 from collections.abc import Callable
 
 from ctxlab.audit.import_watch import ImportWatch
-from ctxlab.audit.ordering import LIBRARY_WAIT, POOL_ALLOC, POOL_FREE, RECORD_STREAM
+from ctxlab.audit.ordering import LIBRARY_NOT_WATCHED, LIBRARY_WAIT, POOL_ALLOC, POOL_FREE, RECORD_STREAM
 from ctxlab.tracing.frames import user_stack
 
 LIBRARY_EVENT_CREATED = "LIBRARY_EVENT_CREATED"
@@ -121,13 +124,23 @@ class AllocatorHooks:
         setattr(owner, attr, new)
 
     def _wrap_module(self, module) -> None:
+        name = getattr(module, "__name__", "")
+        if name == "cupy":
+            self._part("CuPy", "memory pool", self.hook_cupy, module)
+        elif name == "torch":
+            self.hook_torch(module)
+
+    def _part(self, library: str, part: str, hook: Callable, module) -> None:
+        """Install one hook; where the library's internals differ, leave it as it is and note what is not
+        watched (the program runs on)."""
         try:
-            if getattr(module, "__name__", "") == "cupy":
-                self.hook_cupy(module)
-            elif getattr(module, "__name__", "") == "torch":
-                self.hook_torch(module)
-        except Exception:  # a library version whose internals differ: no notes from it, the program runs on
-            pass
+            hook(module)
+        except Exception as error:
+            try:
+                self.notes.send(self.notes.make(LIBRARY_NOT_WATCHED, library=library, part=part,
+                                                error=f"{type(error).__name__}: {error}"))
+            except Exception:
+                pass
 
     # ---------------------------------------------------------------- CuPy
 
@@ -168,8 +181,14 @@ class AllocatorHooks:
     # ---------------------------------------------------------------- PyTorch
 
     def hook_torch(self, torch) -> None:
-        """The caching allocator's trace, record_stream and Event.wait."""
-        trace = torch.cuda._gpu_trace
+        """The caching allocator's trace, record_stream and Event.wait, each on its own."""
+        self._part("PyTorch", "caching allocator", self._hook_torch_trace, torch)
+        self._part("PyTorch", "Tensor.record_stream", self._hook_record_stream, torch)
+        self._part("PyTorch", "torch.cuda.Event", self._hook_events, torch)
+
+    def _hook_torch_trace(self, torch) -> None:
+        # a submodule `import torch` does not import: imported by name, as torch.cuda._sanitizer does
+        trace = importlib.import_module("torch.cuda._gpu_trace")
         notes = self.notes
         # PyTorch 2.1 renamed them from ..._cuda_memory_...
         on_alloc = (getattr(trace, "register_callback_for_memory_allocation", None)
@@ -191,8 +210,6 @@ class AllocatorHooks:
         on_free(freed)
         torch._C._activate_gpu_trace()  # stays on: PyTorch has no way to turn it off; the callbacks go quiet
         self._undo.append(self.notes.silence)
-        self._hook_record_stream(torch)
-        self._hook_events(torch)
 
     def _hook_record_stream(self, torch) -> None:
         notes, original = self.notes, torch.Tensor.record_stream

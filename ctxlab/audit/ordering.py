@@ -61,6 +61,7 @@ DEVICE_TO_HOST = 2  # cudaMemcpyDeviceToHost
 POOL_ALLOC, POOL_FREE = "POOL_ALLOC", "POOL_FREE"  # a library pool's block handed out, handed back
 RECORD_STREAM = "RECORD_STREAM"  # torch's Tensor.record_stream: the block's free waits for that stream too
 LIBRARY_WAIT = "LIBRARY_EVENT_WAIT"  # a library's wait on an event it never created: no CUDA call at all
+LIBRARY_NOT_WATCHED = "LIBRARY_NOT_WATCHED"  # a hook that could not be installed: what it would note is unseen
 FREED, UNORDERED, WAIT_UNRECORDED, GRAPH_FREED, IPC_INTERIOR = (
     "freed", "unordered", "wait-unrecorded", "graph-freed", "ipc-interior")
 
@@ -141,13 +142,16 @@ class Ordering:
         self._seq = 0
         self._reported: set[tuple] = set()
         self._runtime_end: dict[object, int] = {}  # thread -> end of its modelled runtime call in progress
+        self._context_of: dict[object, int] = {}  # thread -> the context of its latest call (its current one)
         self.counts = {"operations": 0, "uses": 0, "syncs": 0}
 
     # ------------------------------------------------------------------ timelines and clocks
 
     def stream(self, e: dict, handle: int | None) -> Stream:
-        """The stream an operation names (its handle, with the call's context and thread)."""
-        context = int(e.get("context") or 0)
+        """The stream an operation names (its handle, with the call's context and thread). A hook's note is
+        made in Python, outside any call, and names no context: its thread's current one is the context of
+        that thread's latest call (a pool's block on the legacy stream is on that context's legacy stream)."""
+        context = int(e.get("context") or 0) or self._context_of.get(e.get("tid"), 0)
         value = int(handle or 0)
         if value == PER_THREAD or (value in LEGACY_HANDLES and calls.per_thread(e.get("name", ""))):
             key: Timeline = ("per-thread", context, e.get("tid"))
@@ -250,6 +254,8 @@ class Ordering:
             return
         if domain not in ("driver", "runtime") or e.get("status") not in OK:
             return
+        if e.get("context"):
+            self._context_of[e.get("tid")] = int(e["context"])
         name = calls.base_name(e.get("name", ""))
         if name not in calls.MODELLED:
             return

@@ -40,6 +40,7 @@ from ctxlab.audit.rules_ordering import (
     freed_while_in_use,
     graph_replays_freed,
     ipc_interior_pointer,
+    library_not_watched,
     unordered_access,
     wait_orders_nothing,
 )
@@ -309,6 +310,14 @@ RULES: tuple[Rule, ...] = (
          NO_CLAIM, ipc_interior_pointer,
          "Knows allocations made while tracing; the offset the program may send beside the handle is not seen, "
          "so a program that does send it is reported too (the finding says the offset to send)."),
+    Rule("library-not-watched", "info", "A library's pool or events the audit could not watch",
+         "The ordering model learns CuPy's and PyTorch's pool blocks, record_stream and PyTorch's events through "
+         "hooks installed as the library is imported. Where a version's internals differ, the hook is not "
+         "installed and the library runs untouched; the hazards that need it are not judged, and this finding "
+         "says which, with the error, so a clean report does not read as a judged one.",
+         NO_CLAIM, library_not_watched,
+         "Only the libraries the audit hooks (CuPy, PyTorch); another library's own pool is not watched and not "
+         "reported here."),
     Rule("program-crashed", "error", "The program died by a signal",
          "A segfault, an abort or a SIGKILL ends the process without a Python traceback. The audit runs the "
          "program in a child whose CUDA calls go to shared memory as they happen, so everything up to the crash is "

@@ -8,7 +8,9 @@ because is the operation that should have been ordered before the one found.
 - ``wait-orders-nothing``: a stream wait on an event that was never recorded (the wait has no effect);
 - ``graph-replays-freed``: a graph launched after memory its captured work touches was freed;
 - ``ipc-interior-pointer``: an IPC handle made for a pointer inside an allocation (the handle names the
-  allocation; the peer gets its base).
+  allocation; the peer gets its base);
+- ``library-not-watched``: a library hook the model needs could not be installed, so what goes through that
+  library's pool or events is not judged (the report says so rather than reading clean).
 
 Every message is built from the calls and values recorded: the two operations, their streams, the memory
 (its address, size and the call that made it).
@@ -21,6 +23,7 @@ from ctxlab.audit.ordering import (
     FREED,
     GRAPH_FREED,
     IPC_INTERIOR,
+    LIBRARY_NOT_WATCHED,
     UNORDERED,
     WAIT_UNRECORDED,
     Hazard,
@@ -135,3 +138,21 @@ def ipc_interior_pointer(s: Stream) -> list[Hit]:
                            f"is the base of its own allocation",
                         f"{op(h.cause)} made the allocation the exported pointer lies inside"))
     return out
+
+
+POOL_NOT_JUDGED = ("its blocks handed out and back are not in the ordering model: memory freed while in use or "
+                   "accessed unordered through them is not judged")
+NOT_JUDGED = {"caching allocator": POOL_NOT_JUDGED, "memory pool": POOL_NOT_JUDGED,
+              "Tensor.record_stream": "record_stream is not seen: a block it orders may be reported as freed "
+                                      "while in use",
+              "torch.cuda.Event": "a wait on an event never recorded (which makes no CUDA call) is not seen"}
+
+
+def library_not_watched(s: Stream) -> list[Hit]:
+    """A hook the ordering model needs that could not be installed: what it would have seen is not judged."""
+    return [Hit(e, f"the audit could not watch {e.get('library', '?')}'s {e.get('part', '?')} "
+                   f"({e.get('error', 'no reason recorded')}): "
+                   f"{NOT_JUDGED.get(str(e.get('part')), 'what it does is not judged')}. "
+                   f"The program ran as it would without the audit",
+                cause_missing="the library's internals differ from those the audit knows (its version)")
+            for e in s.events if e.get("domain") == "audit" and e.get("name") == LIBRARY_NOT_WATCHED]

@@ -11,6 +11,8 @@ tensor.record_stream(d2h_stream) to tell the allocator to defer reuse until the 
 Expected findings: none.
 
     ctxlab audit -- examples/realworld/clean_order_torch_d2h_stash_record_stream.py
+
+Info listed after the first wave-5 audit counted it: several-runtime-copies (MainThread).
 """
 
 import torch

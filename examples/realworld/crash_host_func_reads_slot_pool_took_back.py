@@ -17,6 +17,10 @@ the line marked HAZARD in on_downloaded(), with its because at the line marked C
 cudaLaunchHostFunc that queued the host function). Ends by SIGSEGV.
 
     ctxlab audit -- examples/realworld/crash_host_func_reads_slot_pool_took_back.py
+
+The program, not the expectation, was corrected after the first wave-5 audit on an H100: it read the slot with
+ctypes.string_at, which for a null pointer makes a 16-byte bytes object without reading anything, so the
+program ended normally. It now reads through a ctypes array placed at the slot's address, which does read.
 """
 
 import ctypes
@@ -61,7 +65,7 @@ def grab(pool: StagingPool, stream, frame, ready, keep: list) -> None:
     check(driver.cuMemcpyDtoHAsync(slot.ptr, frame, SLOT_BYTES, stream), "cuMemcpyDtoHAsync")
 
     def on_downloaded(_user) -> int:
-        header = ctypes.string_at(slot.ptr, 16)  # HAZARD: program-crashed
+        header = (ctypes.c_char * 16).from_address(slot.ptr).raw  # HAZARD: program-crashed
         print(f"frame header {header.hex()}", flush=True)
         return 0
 

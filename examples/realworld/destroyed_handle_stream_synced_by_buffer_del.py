@@ -18,6 +18,10 @@ Expected finding: program-crashed on thread aligner, at the line marked HAZARD i
 Changed after the first audit on the H200 (driver 580.159): the header first expected handle-destroyed, a
 refused handle; there the synchronisation of the destroyed stream segfaults inside the driver (SIGSEGV), so
 the call never returns. The crash's finding names the stream the call was inside and where it was destroyed.
+Changed again after the first wave-5 audit on an H100 (driver 580.159): there the same call returned
+CUDA_ERROR_INVALID_CONTEXT instead. What the driver does with a destroyed stream's handle is undefined, so
+either outcome is expected: the crash above, or handle-destroyed at the same line, its because the destroy
+at the line marked CAUSE, the program then ending normally.
 
     ctxlab audit -- examples/realworld/destroyed_handle_stream_synced_by_buffer_del.py
 """
@@ -44,7 +48,7 @@ class StreamBuffer:
         self.ptr = check(driver.cuMemAlloc(4 * n), "cuMemAlloc")
 
     def __del__(self) -> None:
-        (err,) = driver.cuStreamSynchronize(self.stream)  # HAZARD: program-crashed
+        (err,) = driver.cuStreamSynchronize(self.stream)  # HAZARD: program-crashed  # HAZARD: handle-destroyed
         RELEASES["sync"] = err.name
         (err,) = driver.cuMemFree(self.ptr)
         RELEASES["free"] = err.name
@@ -57,7 +61,7 @@ def align_batch(n: int) -> int:
     check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize")
     host = np.empty(n, dtype=np.uint32)
     check(driver.cuMemcpyDtoH(host.ctypes.data, scores.ptr, host.nbytes), "cuMemcpyDtoH")
-    check(driver.cuStreamDestroy(stream), "cuStreamDestroy")  # DESTROY
+    check(driver.cuStreamDestroy(stream), "cuStreamDestroy")  # DESTROY  # CAUSE: handle-destroyed
     return int(host.sum())  # `scores` is released when this returns, after its stream is gone
 
 

@@ -18,6 +18,8 @@ the activation, the caching allocator's free); its cause is the copy on the copy
 CAUSE.
 
     ctxlab audit -- examples/realworld/order_torch_d2h_stash_without_record_stream.py
+
+Info listed after the first wave-5 audit counted it: several-runtime-copies (MainThread).
 """
 
 import torch

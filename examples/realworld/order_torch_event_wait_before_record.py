@@ -15,6 +15,8 @@ Expected finding: wait-orders-nothing on thread MainThread, at the line marked H
 wait()); its cause is the event's creation, the line marked CAUSE.
 
     ctxlab audit -- examples/realworld/order_torch_event_wait_before_record.py
+
+Info listed after the first wave-5 audit counted it: several-runtime-copies (MainThread).
 """
 
 import torch

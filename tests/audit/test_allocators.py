@@ -5,10 +5,14 @@ what the library returns is its own, and close puts every function back."""
 from __future__ import annotations
 
 import gc
+import sys
 import types
 
+import pytest
+
 from ctxlab.audit.allocators import AllocatorHooks, Notes
-from ctxlab.audit.ordering import LIBRARY_WAIT, POOL_ALLOC, POOL_FREE, RECORD_STREAM
+from ctxlab.audit.ordering import LIBRARY_NOT_WATCHED, LIBRARY_WAIT, POOL_ALLOC, POOL_FREE, RECORD_STREAM
+from ctxlab.audit.rules import RULES_BY_ID, judge
 
 
 class Recorder:
@@ -94,8 +98,10 @@ def test_an_allocator_the_program_sets_later_is_wrapped_and_close_puts_the_origi
     assert cupy.cuda.memory.get_allocator() is original and not hasattr(cupy.cuda.set_allocator, "__wrapped__")
 
 
-def fake_torch(recorded: bool = False):
-    """PyTorch's trace registries, Tensor.record_stream, torch.cuda.Event (.cuda_event 0 until recorded)."""
+def fake_torch(recorded: bool = False, monkeypatch: pytest.MonkeyPatch | None = None):
+    """PyTorch's trace registries, Tensor.record_stream, torch.cuda.Event (.cuda_event 0 until recorded). As in
+    PyTorch, ``import torch`` leaves ``torch.cuda._gpu_trace`` unimported: with ``monkeypatch`` it is put in
+    sys.modules (imported by name), without it there is none."""
     callbacks: dict[str, list] = {"alloc": [], "free": []}
     trace = types.SimpleNamespace(register_callback_for_memory_allocation=callbacks["alloc"].append,
                                   register_callback_for_memory_deallocation=callbacks["free"].append)
@@ -122,14 +128,16 @@ def fake_torch(recorded: bool = False):
             return "waited"
 
     stream = types.SimpleNamespace(cuda_stream=0xB2)
-    cuda = types.SimpleNamespace(_gpu_trace=trace, Event=Event, current_stream=lambda: stream)
+    cuda = types.SimpleNamespace(Event=Event, current_stream=lambda: stream)
+    if monkeypatch is not None:
+        monkeypatch.setitem(sys.modules, "torch.cuda._gpu_trace", trace)
     torch = types.SimpleNamespace(__name__="torch", cuda=cuda, Tensor=Tensor,
                                   _C=types.SimpleNamespace(_activate_gpu_trace=lambda: active.append(True)))
     return torch, callbacks, active, stream
 
 
-def test_torch_blocks_record_stream_and_a_wait_on_an_event_never_recorded_are_noted():
-    torch, callbacks, active, stream = fake_torch()
+def test_torch_blocks_record_stream_and_a_wait_on_an_event_never_recorded_are_noted(monkeypatch):
+    torch, callbacks, active, stream = fake_torch(monkeypatch=monkeypatch)
     rec = Recorder()
     hooks = AllocatorHooks(rec.note, rec.timestamp)
     hooks.hook_torch(torch)
@@ -151,8 +159,8 @@ def test_torch_blocks_record_stream_and_a_wait_on_an_event_never_recorded_are_no
     assert len(rec.notes) == 4
 
 
-def test_a_wait_on_a_recorded_event_notes_nothing():
-    torch, _, _, _ = fake_torch(recorded=True)
+def test_a_wait_on_a_recorded_event_notes_nothing(monkeypatch):
+    torch, _, _, _ = fake_torch(recorded=True, monkeypatch=monkeypatch)
     rec = Recorder()
     AllocatorHooks(rec.note, rec.timestamp).hook_torch(torch)
     torch.cuda.Event().wait()
@@ -176,10 +184,28 @@ def test_a_note_made_inside_a_note_waits_and_is_sent_next():
     assert sent[1]["start"] < sent[2]["start"]  # the queued note keeps its own time
 
 
-def test_a_library_whose_internals_differ_is_left_alone():
+def test_a_library_whose_internals_differ_is_left_alone_and_the_report_says_what_is_not_judged():
     rec = Recorder()
     hooks = AllocatorHooks(rec.note, rec.timestamp)
-    hooks._wrap_module(types.SimpleNamespace(__name__="torch", cuda=None))  # no _gpu_trace: no hooks, no error
+    hooks._wrap_module(types.SimpleNamespace(__name__="torch", cuda=None))  # nothing a hook needs: no error
     hooks._wrap_module(types.SimpleNamespace(__name__="cupy"))
     hooks.close()
-    assert rec.notes == []
+    assert [(n["name"], n["library"], n["part"]) for n in rec.notes] == [
+        (LIBRARY_NOT_WATCHED, "PyTorch", "caching allocator"),
+        (LIBRARY_NOT_WATCHED, "PyTorch", "Tensor.record_stream"),
+        (LIBRARY_NOT_WATCHED, "PyTorch", "torch.cuda.Event"),
+        (LIBRARY_NOT_WATCHED, "CuPy", "memory pool")]
+    assert all(n["stack"] and n["error"].split(":")[0].endswith("Error") for n in rec.notes)
+    found = judge(rec.notes, rules=[RULES_BY_ID["library-not-watched"]])
+    assert [f.severity for f in found] == ["info"] * 4
+    assert "PyTorch's the caching allocator" not in found[0].message  # the part reads as a phrase
+    assert "not judged" in found[0].message and rec.notes[0]["error"] in found[0].message
+
+
+def test_a_torch_whose_trace_module_is_missing_keeps_its_other_hooks():
+    torch, _, active, _ = fake_torch()  # no torch.cuda._gpu_trace to import
+    rec = Recorder()
+    AllocatorHooks(rec.note, rec.timestamp).hook_torch(torch)
+    assert active == [] and [n["part"] for n in rec.notes] == ["caching allocator"]
+    torch.cuda.Event().wait()  # the event hook still notes the wait on an event never recorded
+    assert [n["name"] for n in rec.notes] == [LIBRARY_NOT_WATCHED, LIBRARY_WAIT]

@@ -32,16 +32,17 @@ def test_rules_are_declared_with_a_claim_the_labs_judge():
                                       "handle-destroyed", "out-of-memory", "launch-config",
                                       "setting-changed-under", "freed-while-in-use", "unordered-access",
                                       "wait-orders-nothing", "graph-replays-freed", "ipc-interior-pointer",
-                                      "program-crashed", "program-hung", "failed-call"]
+                                      "library-not-watched", "program-crashed", "program-hung", "failed-call"]
     unclaimed = {"sticky-error", "capture-violation", "freed-memory-used", "handle-destroyed", "out-of-memory",
                  "launch-config", "setting-changed-under", "freed-while-in-use", "unordered-access",
-                 "wait-orders-nothing", "graph-replays-freed", "ipc-interior-pointer", "program-crashed",
-                 "program-hung", "failed-call"}
+                 "wait-orders-nothing", "graph-replays-freed", "ipc-interior-pointer", "library-not-watched",
+                 "program-crashed", "program-hung", "failed-call"}
     for rule in RULES:
         assert rule.claim in ids if rule.id not in unclaimed else rule.claim == "", rule.id
         assert rule.severity in ("error", "warning", "info") and rule.explanation and rule.cannot_see
     assert next(r for r in RULES if r.id == "several-runtime-copies").severity == "info"
     assert next(r for r in RULES if r.id == "pointer-from-another-context").severity == "warning"
+    assert next(r for r in RULES if r.id == "library-not-watched").severity == "info"
 
 
 # ---------------------------------------------------------------- no-context

@@ -193,6 +193,17 @@ def test_a_legacy_stream_block_is_reused_after_the_blocking_streams_work():
     assert [f.rule for f in findings(c)] == ["freed-while-in-use"]
 
 
+def test_a_legacy_stream_block_used_on_the_legacy_stream_is_reused_after_that_use():
+    """CuPy's ``cupy.arange(n) * 0.5``: the temporary is handed back while the kernel reading it may still run,
+    both on the legacy stream; the hook's note names no context, the kernel its thread's current one."""
+    c = Calls()
+    c.alloc()
+    c.hook("POOL_ALLOC", ptr=BASE, size=4096, stream=0, call="CuPy's pool malloc")
+    c.kernel(0, BASE)
+    c.hook("POOL_FREE", ptr=BASE, call="CuPy's pool free")
+    assert findings(c) == []
+
+
 def test_a_pool_block_is_its_own_memory_inside_the_allocation():
     c = two_streams()
     c.hook("POOL_ALLOC", ptr=BASE, size=4096, stream=A)

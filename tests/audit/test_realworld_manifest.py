@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.gpu.test_realworld import MANIFEST, ROOT, marked_line, score
+from tests.gpu.test_realworld import MANIFEST, ROOT, marked_line, outcomes, score
 
 MARK = re.compile(r"# (HAZARD|CAUSE): ([a-z-]+)")
 
@@ -37,14 +37,15 @@ def test_the_manifest_lists_each_program_once():
 @pytest.mark.parametrize("entry", entries(), ids=lambda e: os.path.basename(e["program"]))
 def test_each_expected_marker_and_cause_is_on_exactly_one_line(entry):
     if entry["kind"] == "clean":
-        assert entry["findings"] == [], entry
-    for want in entry["findings"]:
+        assert entry["findings"] == [] and "alternatives" not in entry, entry
+    wanted = [want for outcome in outcomes(entry) for want in outcome["findings"]]
+    for want in wanted:
         assert want["marker"].startswith("HAZARD: "), want  # a finding may share its line's marker (two rules)
         marked_line(entry["program"], want["marker"])  # asserts exactly one line
         if "cause" in want:
             assert want["cause"] == f"CAUSE: {want['rule']}", want
             assert marked_line(entry["program"], want["cause"]) != marked_line(entry["program"], want["marker"])
-    named = {w["marker"] for w in entry["findings"]} | {w["cause"] for w in entry["findings"] if "cause" in w}
+    named = {w["marker"] for w in wanted} | {w["cause"] for w in wanted if "cause" in w}
     left = [(kind, rule, line) for kind, rule, line in marks(entry["program"]) if f"{kind}: {rule}" not in named]
     assert not left, f"{entry['program']}: marker lines no entry names: {left}"
 
@@ -106,3 +107,38 @@ def test_the_scorer_ignores_the_because_where_the_entry_names_no_cause():
     doc = {"findings": found + info}
     result = score(entry, doc)
     assert result["missed"] == [] and result["extra"] == [], result
+
+
+UNDEFINED = "examples/realworld/destroyed_handle_stream_synced_by_buffer_del.py"
+
+
+def undefined_lines() -> tuple[int, int, int]:
+    """The crash's line, the refusal's line and the destroy's line of the program with two outcomes."""
+    return (marked_line(UNDEFINED, "HAZARD: program-crashed"), marked_line(UNDEFINED, "HAZARD: handle-destroyed"),
+            marked_line(UNDEFINED, "CAUSE: handle-destroyed"))
+
+
+def test_the_scorer_takes_an_alternative_outcome_the_program_meets_exactly():
+    entry = next(e for e in entries() if e["program"] == UNDEFINED)
+    crashed, refused, destroyed = undefined_lines()
+    crash = {"findings": [finding("program-crashed", crashed, None, "aligner")], "ending": {"how": "signal"}}
+    first = score(entry, crash)
+    assert first["exact"] and first["outcome"] == 0
+    refusal = {"findings": [finding("handle-destroyed", refused, destroyed, "aligner")], "ending": {"how": "exit"}}
+    second = score(entry, refusal)
+    assert second["exact"] and second["outcome"] == 1 and [m["rule"] for m in second["matched"]] == ["handle-destroyed"]
+
+
+@pytest.mark.parametrize("broken", ["refusal ending by signal", "refusal without its because", "crash ending by exit"])
+def test_an_outcome_met_only_in_part_is_scored_against_the_first(broken):
+    entry = next(e for e in entries() if e["program"] == UNDEFINED)
+    crashed, refused, destroyed = undefined_lines()
+    doc = {"refusal ending by signal": {"findings": [finding("handle-destroyed", refused, destroyed, "aligner")],
+                                        "ending": {"how": "signal"}},
+           "refusal without its because": {"findings": [finding("handle-destroyed", refused, None, "aligner")],
+                                           "ending": {"how": "exit"}},
+           "crash ending by exit": {"findings": [finding("program-crashed", crashed, None, "aligner")],
+                                    "ending": {"how": "exit"}}}[broken]
+    result = score(entry, doc)
+    assert not result["exact"] and result["outcome"] == 0
+    assert [m["rule"] for m in result["missed"]] == ([] if broken == "crash ending by exit" else ["program-crashed"])

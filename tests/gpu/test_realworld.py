@@ -57,9 +57,26 @@ def symptom_line(path: str, rule: str) -> int | None:
     return found[0] if len(found) == 1 else None
 
 
+ENDS = {"signal": ("signal",), "timeout": ("timeout", "stall"), "os._exit": ("exit",)}
+
+
+def outcomes(entry: dict) -> list[dict]:
+    """The entry's expected outcomes: itself, then each of its ``alternatives`` (for a program whose outcome the
+    driver leaves undefined, as its header says: each replaces the findings, info and ending it names)."""
+    return [entry, *({**entry, "findings": [], "info": [], "ends": "", **alt} for alt in entry.get("alternatives", ()))]
+
+
 def score(entry: dict, doc: dict) -> dict:
-    """What the audit found against what the program's header expects: matched, missed, extra (every finding
-    no expectation accounts for, whatever its severity or rule)."""
+    """The program's score against the first of its expected outcomes it meets exactly (or, where it meets
+    none, against the first one)."""
+    scored = [_score_one(outcome, doc) for outcome in outcomes(entry)]
+    best = next((i for i, r in enumerate(scored) if r["exact"]), 0)
+    return {**scored[best], "outcome": best}
+
+
+def _score_one(entry: dict, doc: dict) -> dict:
+    """What the audit found against one expected outcome: matched, missed, extra (every finding no expectation
+    accounts for, whatever its severity or rule), and whether the program ended as expected."""
     findings = list(doc["findings"])
     left = list(findings)
     matched, missed = [], []
@@ -84,8 +101,11 @@ def score(entry: dict, doc: dict) -> dict:
             missed.append({**want, "line": None})
     extra = [{"rule": f["rule"], "severity": f["severity"], "thread": f["thread"],
               "line": (f.get("location") or {}).get("line")} for f in left]
+    ending = doc.get("ending") or {}
+    as_expected = ending.get("how") in ENDS.get(entry.get("ends", ""), ("exit",))
     return {"program": entry["program"], "kind": entry["kind"], "report": entry.get("report"),
-            "matched": matched, "missed": missed, "extra": extra,
+            "matched": matched, "missed": missed, "extra": extra, "ending": doc.get("ending"),
+            "ending_as_expected": as_expected, "exact": not missed and not extra and as_expected,
             "found": [{"rule": f["rule"], "severity": f["severity"], "thread": f["thread"],
                        "line": (f.get("location") or {}).get("line"), "location_from": f.get("location_from"),
                        "because_line": ((f.get("because") or {}).get("location") or {}).get("line"),
@@ -141,9 +161,7 @@ def test_realworld_program_gets_exactly_its_expected_findings(tmp_path, entry):
         assert f["location"] or f.get("location_missing"), f
     assert not result["missed"], (result["missed"], result["found"], done.stderr[-3000:])
     assert not result["extra"], (result["extra"], done.stderr[-2000:])
-    ends = {"signal": ("signal",), "timeout": ("timeout", "stall"), "os._exit": ("exit",)}.get(entry.get("ends", ""),
-                                                                                             ("exit",))
-    assert doc["ending"]["how"] in ends, doc["ending"]
+    assert result["ending_as_expected"], doc["ending"]
     # the probe catalogue stays true: each entry occurs in the clean program that backs it
     from ctxlab.audit.probes import PROBES
 
