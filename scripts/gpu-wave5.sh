@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # On a GPU machine, within one device call: the realworld corpus under the audit (several programs at once)
-# and its score table, then every GPU-marked test but the corpus test (several workers), each with a limit.
+# and its score table, the side-by-side launch cost, then every GPU-marked test but the corpus test (several
+# workers), each with a limit. The corpus's reports and logs are packed into OUTDIR/audit.tgz (one file comes
+# back where hundreds may not).
 #   scripts/gpu-wave5.sh OUTDIR [pytest args]
+# CORPUS_S=0, TESTS_S=0: leave that part out. LAUNCH_COST="ARGS": run benchmarks/launch_cost.py ARGS (LAUNCH_S).
 set -uo pipefail
 out=${1:?usage: scripts/gpu-wave5.sh OUTDIR [pytest args]}
 shift
@@ -11,12 +14,24 @@ cd "$(dirname "$0")/.."
 status=0
 nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1 | tee "$out/gpu.txt"
 python3 -m ctxlab doctor > "$out/doctor.txt" 2>&1 || status=1
-JOBS=${JOBS:-8} timeout -s KILL "${CORPUS_S:-300}" scripts/gpu-audit-corpus.sh "$out" > "$out/corpus.log" 2>&1 || status=1
-python3 benchmarks/realworld_score.py "$out/audit" --json "$out/realworld.json" --summary "$out/audit/summary.tsv" \
-  2>&1 | tee "$out/score.txt" || status=1
-mkdir -p "$out/results"
-CTXLAB_RESULTS="$out/results" timeout -s KILL "${TESTS_S:-260}" python3 -m pytest -m gpu -n "${WORKERS:-6}" \
-  -p no:cacheprovider --timeout 200 -ra --durations 20 --junitxml="$out/pytest.xml" \
-  --ignore=tests/gpu/test_realworld.py "$@" tests > "$out/pytest.log" 2>&1 || status=1
-tail -60 "$out/pytest.log"
+if [ "${CORPUS_S:-300}" != 0 ]; then
+  JOBS=${JOBS:-8} timeout -s KILL "${CORPUS_S:-300}" scripts/gpu-audit-corpus.sh "$out" > "$out/corpus.log" 2>&1 \
+    || status=1
+  python3 benchmarks/realworld_score.py "$out/audit" --json "$out/realworld.json" \
+    --summary "$out/audit/summary.tsv" 2>&1 | tee "$out/score.txt" || status=1
+  tar czf "$out/audit.tgz" -C "$out" audit && rm -rf "$out/audit"
+fi
+if [ -n "${LAUNCH_COST:-}" ]; then
+  # shellcheck disable=SC2086  # the arguments are meant to split
+  timeout -s KILL "${LAUNCH_S:-200}" python3 benchmarks/launch_cost.py $LAUNCH_COST --json "$out/launch-cost.json" \
+    > "$out/launch-cost.txt" 2> "$out/launch-cost.log" || status=1
+  cat "$out/launch-cost.txt"
+fi
+if [ "${TESTS_S:-260}" != 0 ]; then
+  mkdir -p "$out/results"
+  CTXLAB_RESULTS="$out/results" timeout -s KILL "${TESTS_S:-260}" python3 -m pytest -m gpu -n "${WORKERS:-6}" \
+    -p no:cacheprovider --timeout 200 -ra --durations 20 --junitxml="$out/pytest.xml" \
+    --ignore=tests/gpu/test_realworld.py "$@" tests > "$out/pytest.log" 2>&1 || status=1
+  tail -60 "$out/pytest.log"
+fi
 exit $status

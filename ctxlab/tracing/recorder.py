@@ -86,6 +86,7 @@ class FlightSink:
         self._named: dict[int, str] = {}
         self._maps = ""
         self.pid = os.getpid()  # a forked child's notes are not this process's
+        self.frames_in_place = False  # the C side reads the stacks of calls in place (native.frames)
 
     def open(self, lib: ctypes.CDLL, cupti) -> None:
         """Map the records file for the C side and write the names of calls and statuses."""
@@ -99,6 +100,9 @@ class FlightSink:
         if error:
             raise OSError(error, f"cannot map the flight recorder's file: {os.strerror(error)}",
                           self.files.path(RECORDS))
+        from ctxlab.tracing.native.frames import read_in_place
+
+        self.frames_in_place = read_in_place(lib)
         write_json(self.files.path(NAMES), cached_names(cupti))
         self.open_notes()
         self.refresh_maps()

@@ -24,6 +24,7 @@ from ctxlab.tracing.decode import Sources, event_of
 from ctxlab.tracing.fields import FIELDS, LAUNCH_ARGUMENTS, RUNTIME_FIELDS
 from ctxlab.tracing.names import api_name
 from ctxlab.tracing.native import objects
+from ctxlab.tracing.native.frames import hold_codes
 from ctxlab.tracing.native.locate import loaded_library, param_info_address
 from ctxlab.tracing.recorder import FlightSink
 from ctxlab.tracing.threads import ThreadNames, asking_thread, snapshot, status_name, user_frames
@@ -310,6 +311,8 @@ class Tracer:
             taken: tuple[list, str | None, str | None]
             if ident is not None:
                 taken = (*snapshot(frames.get(ident)), None)
+                if self.flight is not None and self.flight.frames_in_place:
+                    hold_codes(lib, frames.get(ident))  # its next call from these frames is read in place
             else:  # a library's own thread: where the Python thread that asked the library was
                 taken = asking_thread(frames, self.threads, exclude={threading.get_ident()})
             del frames

@@ -343,7 +343,7 @@ def carray(pointer: int) -> bytes:
 def test_every_launch_keeps_its_arguments_once_per_distinct_bytes(launches):
     t, lib = launches
     first = Launch(0xA, [carray(0x7F00), carray(0x7F10), b"\1\0\0\0"])  # kept alive: C reads its buffers
-    counts = (ctypes.c_uint64 * 8)()
+    counts = (ctypes.c_uint64 * len(native.COUNT_NAMES))()
     call(lib, 307, first.call)
     lib.ctxlab_counts(counts)
     kept_bytes = counts[7]

@@ -19,7 +19,7 @@ import threading
 from ctxlab.tracing.native.locate import address
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cupti_shim.c")
-ABI_VERSION = 6
+ABI_VERSION = 7
 
 # One record per call or resource event; mirrors record_t in cupti_shim.c. numpy's dtype of it is made when
 # first asked for (``RECORD_DTYPE``): importing numpy costs a lab's --help about 90 ms, and --help needs no record.
@@ -57,7 +57,7 @@ STACK_REASONS = {
 }
 MAX_FRAMES = 48
 COUNT_NAMES = ("stacks", "stacks_walked_with_gil", "stack_requests", "stacks_served", "stacks_abandoned",
-               "launch_arguments_dropped", "records_pending", "argument_bytes")
+               "launch_arguments_dropped", "records_pending", "argument_bytes", "stacks_read_in_place")
 
 
 class NativeUnavailable(RuntimeError):
@@ -155,6 +155,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "ctxlab_store_text": (None, [u32, u32, ctypes.c_char_p, u32]),
         "ctxlab_set_names": (None, [vp, vp, vp, vp]),
         "ctxlab_set_launch_function": (None, [u32, i32]),
+        "ctxlab_read_frames_in_place": (i32, [ctypes.POINTER(ctypes.c_int32), vp, vp, vp, i32, vp]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)
@@ -180,7 +181,7 @@ def naming_api() -> list[int]:
 
 def counts(lib: ctypes.CDLL) -> dict[str, int]:
     """The C side's counters (stacks taken, waited for, abandoned; arguments dropped)."""
-    out = (ctypes.c_uint64 * 8)()
+    out = (ctypes.c_uint64 * len(COUNT_NAMES))()
     lib.ctxlab_counts(out)
     return dict(zip(COUNT_NAMES, (int(v) for v in out), strict=True))
 

@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ABI_VERSION 6
+#define ABI_VERSION 7
 #define MAX_CBID 4096
 #define MAX_DEPTH 64
 #define MAX_FRAMES 48
@@ -576,6 +576,130 @@ static uint32_t walk_with_gil(uint32_t tid) {
     return id;
 }
 
+/* ---------------------------------------------------------------- frames read in place
+ *
+ * A thread that released the GIL for its CUDA call cannot run Python until the call returns, so its
+ * interpreter frames stay as they are; one that holds the GIL runs no Python inside the driver either. Either
+ * way its frames can be read here, field by field, at the offsets of its CPython version (handed in by
+ * ctxlab_read_frames_in_place and checked there once against a frame whose code and line Python knows),
+ * without the GIL, an allocation or a wait. Only code objects the flight file already holds (a reference kept
+ * with their id) are named so: the address read is then the code object it was when it was named. A frame of
+ * a code object not yet held sends the call down the other paths (walked with the GIL, or the stack thread's
+ * snapshot, which holds the codes it saw: ctxlab_hold_code), so a loop pays that once per line.
+ */
+typedef int (*addr2line_fn)(void *, int);
+static struct {
+    int on;
+    int32_t tstate_frame, cframe_frame;  /* tstate -> cframe -> current frame (cframe_frame < 0: tstate -> frame) */
+    int32_t code, previous, instr, owner, owner_cstack, bytecode;  /* frame fields; the bytecode in a code object */
+    addr2line_fn addr2line;
+    void (*incref)(void *);
+} raw;
+static uint64_t read_in_place;  /* stacks read in place (under mu) */
+
+#define LINE_SLOTS 512
+static __thread struct { uint64_t instr; uint32_t gen; int32_t line; } line_cache[LINE_SLOTS];
+
+static void *field_ptr(void *base, int32_t offset) { return *(void **)((char *)base + offset); }
+
+static void *current_frame(void *tstate) {
+    void *p = field_ptr(tstate, raw.tstate_frame);
+    return p && raw.cframe_frame >= 0 ? field_ptr(p, raw.cframe_frame) : p;
+}
+
+static int is_shim(void *frame) {  /* the entry frames CPython 3.12 puts on the C stack: not the program's */
+    return raw.owner >= 0 && *((const char *)frame + raw.owner) == (char)raw.owner_cstack;
+}
+
+static int32_t line_of(void *code, void *frame) {
+    uint64_t instr = (uint64_t)(uintptr_t)field_ptr(frame, raw.instr);
+    size_t at = (size_t)((instr >> 1) * 0x9e3779b97f4a7c15ull >> 52) & (LINE_SLOTS - 1);
+    if (line_cache[at].instr == instr && line_cache[at].gen == flight_gen + 1) return line_cache[at].line;
+    int64_t units = *(const int64_t *)((const char *)code + 16);  /* ob_size: the code units */
+    int64_t offset = (int64_t)instr - (int64_t)((uintptr_t)code + (uint32_t)raw.bytecode);
+    int32_t line = raw.addr2line(code, offset >= 0 && offset < 2 * units ? (int)offset : -1);
+    line_cache[at].instr = instr; line_cache[at].gen = flight_gen + 1; line_cache[at].line = line;
+    return line;
+}
+
+static uint32_t held_code_id(void *code) {  /* the id of a code object the flight file holds; 0: not held */
+    if (!code || !codes) return 0;
+    uint64_t key = (uint64_t)(uintptr_t)code;
+    size_t i = (size_t)((key >> 4) * 0x9e3779b97f4a7c15ull >> 48) & (CODE_SLOTS - 1);
+    pthread_mutex_lock(&code_mu);
+    while (codes[i].address && codes[i].address != key) i = (i + 1) & (CODE_SLOTS - 1);
+    uint32_t id = codes[i].address == key ? codes[i].id : 0;
+    pthread_mutex_unlock(&code_mu);
+    return id;
+}
+
+/* This thread's stack read in place into the flight file: 1 with its id in *out (0 if the file is full), or
+   0 where a frame's code object is not held yet (the caller takes another path). */
+static int read_stack_in_place(uint32_t tid, uint32_t *out) {
+    void *tstate = fn.this_thread_state();
+    if (!tstate || !flight) return 0;
+    uint32_t ids[MAX_FRAMES];
+    uint64_t frames[2 * MAX_FRAMES];
+    uint32_t n = 0, hops = 0;
+    for (void *f = current_frame(tstate); f && n < MAX_FRAMES && hops < 4 * MAX_FRAMES; f = field_ptr(f, raw.previous)) {
+        hops++;
+        if (is_shim(f)) continue;
+        void *code = field_ptr(f, raw.code);
+        uint32_t id = held_code_id(code);
+        if (!id) return 0;
+        ids[n] = id;
+        frames[2 * n] = (uint64_t)(uintptr_t)code;
+        frames[2 * n + 1] = (uint64_t)(int64_t)line_of(code, f);
+        n++;
+    }
+    uint64_t sig = 0x84222325cbf29ce4ull ^ n;  /* as walk_with_gil: a loop on one line reuses its stack */
+    for (uint32_t i = 0; i < 2 * n; i++) sig = (sig ^ frames[i]) * 0x100000001b3ull;
+    if (ts.last_stack && ts.last_gen == flight_gen && ts.last_sig == sig) { *out = ts.last_stack; return 1; }
+    pthread_mutex_lock(&mu);
+    uint32_t id = new_flight_stack_locked(S_NATIVE, tid);
+    if (id) {
+        fstack_t *s = &fstacks[id - 1];
+        for (uint32_t i = 0; i < n; i++) { s->frames[i].code = ids[i]; s->frames[i].line = (uint32_t)frames[2 * i + 1]; }
+        s->nframes = n;
+        native_count++;
+        read_in_place++;
+    }
+    pthread_mutex_unlock(&mu);
+    ts.last_sig = sig; ts.last_stack = id; ts.last_gen = flight_gen;
+    *out = id;
+    return 1;
+}
+
+/* From Python (GIL held), once per tracer: the frame layout of this CPython, checked against the caller's own
+   frame (its code, its line, its caller's code); 1 if it holds and frames are read in place from now on. */
+int ctxlab_read_frames_in_place(const int32_t *layout, void *addr2line, void *incref, void *probe_code,
+                                int probe_line, void *caller_code) {
+    raw.on = 0;
+    if (!layout || !addr2line || !incref || !fn.this_thread_state) return 0;
+    raw.tstate_frame = layout[0]; raw.cframe_frame = layout[1]; raw.code = layout[2]; raw.previous = layout[3];
+    raw.instr = layout[4]; raw.owner = layout[5]; raw.owner_cstack = layout[6]; raw.bytecode = layout[7];
+    raw.addr2line = (addr2line_fn)addr2line;
+    raw.incref = (void (*)(void *))incref;
+    void *tstate = fn.this_thread_state();
+    if (!tstate) return 0;
+    void *f = current_frame(tstate);
+    while (f && is_shim(f)) f = field_ptr(f, raw.previous);
+    if (!f || field_ptr(f, raw.code) != probe_code || line_of(probe_code, f) != probe_line) return 0;
+    f = field_ptr(f, raw.previous);
+    while (f && is_shim(f)) f = field_ptr(f, raw.previous);
+    if (!f || field_ptr(f, raw.code) != caller_code) return 0;
+    memset(line_cache, 0, sizeof(line_cache));
+    raw.on = 1;
+    return 1;
+}
+
+/* From the stack thread (GIL held): hold a code object of a snapshot's frames in the flight file. */
+void ctxlab_hold_code(void *code) {
+    if (!code || !raw.incref || !flight) return;
+    raw.incref(code);
+    (void)code_id(code);  /* takes over the reference */
+}
+
 static uint32_t take_stack(uint32_t tid) {
     if (ts.outer_stack) return ts.outer_stack;
     uint32_t id;
@@ -596,6 +720,8 @@ static uint32_t take_stack(uint32_t tid) {
         }
         if (ts.depth > 0) ts.outer_stack = id;
         return id;
+    } else if (raw.on && read_stack_in_place(tid, &id)) {
+        /* read in place: no GIL, no wait */
     } else if (fn.gil_check()) {
         id = walk_with_gil(tid);
     } else if (!helper_running) {
@@ -1099,7 +1225,7 @@ size_t ctxlab_blob(uint32_t at, uint32_t len, uint8_t *out) {
 void ctxlab_counts(uint64_t *out) {
     pthread_mutex_lock(&mu);
     out[0] = nstacks; out[1] = native_count; out[2] = requests_total; out[3] = served_count;
-    out[4] = abandoned; out[5] = dropped_blobs; out[6] = nrecords; out[7] = nblobs;
+    out[4] = abandoned; out[5] = dropped_blobs; out[6] = nrecords; out[7] = nblobs; out[8] = read_in_place;
     pthread_mutex_unlock(&mu);
 }
 
@@ -1107,7 +1233,7 @@ void ctxlab_counts(uint64_t *out) {
 void ctxlab_reset(void) {
     pthread_mutex_lock(&mu);
     nrecords = 0; nstacks = 0; nblobs = 0; recorded_any = 0;
-    dropped_blobs = abandoned = served_count = native_count = requests_total = 0;
+    dropped_blobs = abandoned = served_count = native_count = requests_total = read_in_place = 0;
     pthread_mutex_unlock(&mu);
     pthread_mutex_lock(&seen_mu);
     memset(seen, 0, sizeof(seen));
