@@ -134,10 +134,9 @@ def main() -> None:
     script = os.path.join(os.environ.get("TMPDIR", "/tmp"), "ctxlab-launch-cost.py")
     with open(script, "w") as handle:
         handle.write(LOOP)
-    report = {"environment": capture(0), "measures": []}
-    for library in args.libraries.split(","):
-        report["measures"].append(measure(library, args.launches, args.repeats, tools, script))
-    for m in report["measures"]:
+    measures = [measure(library, args.launches, args.repeats, tools, script) for library in args.libraries.split(",")]
+    report = {"environment": capture(0), "measures": measures}
+    for m in measures:
         print(f"{m['library']} loop, {m['launches']} launches, medians of {m['repeats']}:")
         for tool, row in m["tools"].items():
             if "error" in row:
