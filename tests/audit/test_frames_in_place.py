@@ -13,10 +13,11 @@ from ctxlab.tracing import native
 from ctxlab.tracing.flight import read_flight
 from ctxlab.tracing.native import frames
 from tests.audit.test_flight_recorder import flight, open_flight  # noqa: F401 (the fixture)
+from tests.audit.test_flight_recorder import pytestmark as needs_compiler
 from tests.tracing.test_native_callback import Call
 
-pytestmark = pytest.mark.skipif(frames.layout() is None,
-                                reason=f"no known frame layout for this Python ({sys.version.split()[0]})")
+pytestmark = [needs_compiler, pytest.mark.skipif(
+    frames.layout() is None, reason=f"no known frame layout for this Python ({sys.version.split()[0]})")]
 
 
 HELD = 999_999  # the correlation of the call that holds the codes

@@ -38,6 +38,7 @@ KINDS = [
     (r"^numba-cuda cannot compile kernels with this numpy", "a NumPy numba-cuda compiles with"),
     (r"^no expectations for ", "recorded expectations"),
     (r"^needs the package index for setuptools", "the package index"),
+    (r"^no known frame layout for this Python", "CPython 3.11 or 3.12"),
 ]
 # Skips that cannot happen where ctxlab installs: the standard library's tomllib is there from 3.11 on.
 NEVER = ["could not import tomllib"]

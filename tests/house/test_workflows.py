@@ -20,7 +20,7 @@ def steps(job: str) -> list[dict]:
 
 def test_readme_has_the_two_commands():
     main, tests = readme_commands()
-    assert main.endswith("ctxlab check") and tests.endswith("pytest")
+    assert main.endswith("ctxlab check") and tests.endswith("pytest -n auto")
 
 
 def test_cpu_job_runs_the_readme_test_command():
