@@ -3,7 +3,7 @@
 # and its score table, the side-by-side launch cost, then every GPU-marked test but the corpus test (several
 # workers), each with a limit. The corpus's reports and logs are packed into OUTDIR/audit.tgz (one file comes
 # back where hundreds may not).
-#   scripts/gpu-wave5.sh OUTDIR [pytest args]
+#   scripts/gpu-wave5.sh OUTDIR [pytest args and paths; default: tests]
 # CORPUS_S=0, TESTS_S=0: leave that part out. LAUNCH_COST="ARGS": run benchmarks/launch_cost.py ARGS (LAUNCH_S).
 set -uo pipefail
 out=${1:?usage: scripts/gpu-wave5.sh OUTDIR [pytest args]}
@@ -28,10 +28,12 @@ if [ -n "${LAUNCH_COST:-}" ]; then
   cat "$out/launch-cost.txt"
 fi
 if [ "${TESTS_S:-260}" != 0 ]; then
+  targets=("$@")
+  [ ${#targets[@]} -eq 0 ] && targets=(tests)
   mkdir -p "$out/results"
   CTXLAB_RESULTS="$out/results" timeout -s KILL "${TESTS_S:-260}" python3 -m pytest -m gpu -n "${WORKERS:-6}" \
     -p no:cacheprovider --timeout 200 -ra --durations 20 --junitxml="$out/pytest.xml" \
-    --ignore=tests/gpu/test_realworld.py "$@" tests > "$out/pytest.log" 2>&1 || status=1
+    --ignore=tests/gpu/test_realworld.py "${targets[@]}" > "$out/pytest.log" 2>&1 || status=1
   tail -60 "$out/pytest.log"
 fi
 exit $status
