@@ -15,6 +15,7 @@ import cProfile
 import io
 import json
 import os
+import platform
 import pstats
 import resource
 import sys
@@ -80,7 +81,8 @@ def main() -> None:
             handle.write(out.getvalue())
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"python": sys.version.split()[0], "rows": rows}, handle, indent=2)
+            environment = {"python": sys.version.split()[0], "machine": platform.machine(), "cpus": os.cpu_count()}
+            json.dump({"environment": environment, "rows": rows}, handle, indent=2)
 
 
 if __name__ == "__main__":

@@ -91,6 +91,10 @@ OTHER_KINDS = {
         lambda d: {"environment", "programs", "hazards", "hazards_found", "clean", "clean_quiet"} <= d.keys(),
     "the audit's score on a folder of reports (benchmarks/realworld_score.py)":
         lambda d: {"programs", "audited", "exact", "hazards_exact", "clean_exact", "extras"} <= d.keys(),
+    "benchmark figures: judging a synthetic launch loop on the CPU (benchmarks/judge_cost.py)":
+        lambda d: set(d) == {"environment", "rows"} and all("us_per_launch" in r for r in d["rows"]),
+    "benchmark figures: a launch's cost under each tool, side by side (benchmarks/launch_cost.py)":
+        lambda d: {"environment", "measures"} <= d.keys(),
     "compute-sanitizer on examples/realworld, and beside the audit's score (benchmarks/realworld_sanitizer.py)":
         lambda d: str(d.get("sanitizer", "")).startswith("compute-sanitizer") and "programs" in d
         and "hazards_found" not in d,
