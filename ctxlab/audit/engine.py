@@ -121,6 +121,17 @@ def frames(stack: Any) -> tuple[Location, ...]:
     return tuple(out)
 
 
+def has_frames(stack: Any) -> bool:
+    """Whether ``frames(stack)`` holds at least one frame, without building them (the usual well-formed first
+    frame decides at once)."""
+    if not stack:
+        return False
+    first = stack[0]
+    if isinstance(first, (list, tuple)) and len(first) >= 2 and isinstance(first[1], int):
+        return True
+    return bool(frames(stack))
+
+
 @dataclass(frozen=True)
 class Hit:
     """What a rule's predicate found: the deciding event, a message built from what was observed,
@@ -239,8 +250,13 @@ class Stream:
     def __post_init__(self) -> None:
         self.events = sorted(self.events, key=lambda e: (e.get("start", 0), -end_of(e), e.get("seq", 0)))
         self.calls = [e for e in self.events if e.get("domain") not in NOT_CALLS]
+        self.unsuccessful = [e for e in self.calls if e.get("status") not in OK_STATUSES]  # failed, answered
         self.resources = [e for e in self.events if e.get("domain") == "resource"]
         self.observed = [e for e in self.events if e.get("domain") == "audit"]
+        self._call_index: dict[str, list[int]] = {}  # name -> its calls' positions in ``calls``
+        for i, e in enumerate(self.calls):
+            self._call_index.setdefault(e.get("name", ""), []).append(i)
+        self._named: dict[tuple[str, ...], list[dict]] = {}
         self.by_tid: dict[Any, list[dict]] = {}
         for e in self.events:
             self.by_tid.setdefault(e.get("tid"), []).append(e)
@@ -252,8 +268,18 @@ class Stream:
         self._starts: dict[Any, list[int]] = {}
         self._stacked: dict[Any, tuple[list[int], list[dict]]] = {}
         for tid, items in self.by_tid.items():
-            with_stack = [e for e in items if frames(e.get("stack"))]
+            with_stack = [e for e in items if has_frames(e.get("stack"))]
             self._stacked[tid] = ([e.get("start", 0) for e in with_stack], with_stack)
+
+    def named(self, prefixes: tuple[str, ...]) -> list[dict]:
+        """The calls whose names start with one of these prefixes, in time order: an index (each distinct name
+        is tested once), so a rule about a few calls does not scan every call of the program."""
+        known = self._named.get(prefixes)
+        if known is None:
+            picks = sorted(i for name, positions in self._call_index.items() if name.startswith(prefixes)
+                           for i in positions)
+            known = self._named[prefixes] = [self.calls[i] for i in picks]
+        return known
 
     def starts_of(self, tid: Any) -> list[int]:
         """The start times of a thread's events, in order (to bisect ``by_tid[tid]``)."""

@@ -79,6 +79,9 @@ class Facts:
         return ctx in self.created and ctx not in self.primary and ctx not in self.green
 
 
+FACT_CALLS = ("cuDevicePrimaryCtxRetain", "cuCtxDestroy", "cuStreamCreate", "cuEventCreate")  # besides WORK, CREATES
+
+
 def facts(s: Stream) -> Facts:
     """The facts of this stream (computed once, kept on it)."""
     known = getattr(s, "_facts", None)
@@ -96,7 +99,7 @@ def facts(s: Stream) -> Facts:
                                                "cudaDeviceReset")) or e
         elif e.get("name") == "STREAM_CREATED" and e.get("stream"):
             f.streams.setdefault(e["stream"], []).append((e.get("start", 0), ctx, e))
-    for e in s.calls:
+    for e in s.named(WORK + CREATES + FACT_CALLS):
         name, args, ctx = e.get("name", ""), e.get("args") or {}, e.get("context") or 0
         if name.startswith(WORK) and ctx and e.get("from") != "callback" and succeeded(e):
             f.worked.add(ctx)

@@ -100,7 +100,7 @@ def failed_call(s: Stream) -> list[Hit]:
     the call met. One finding per thread, function, status and line (a loop that fails counts its calls)."""
     m = model(s)
     groups: dict[tuple, list[dict]] = {}
-    for e in s.calls:
+    for e in m.failed_calls():
         state = m.states.get(id(e))
         if state is None or id(e) in s.explained or is_probe(state) or state.same_as is not None:
             continue  # (a call repeating another failure is reported with it)

@@ -5,6 +5,7 @@ they are, and ``cudaFreeAsync`` is never taken for ``cudaFree``."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 _SUFFIX = re.compile(r"(_v\d+)?(_pt(sz|ds))?(_v\d+)?$")
@@ -59,6 +60,7 @@ ORDERING_CALLBACKS = ("cuMemcpyAsync", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsyn
                       "cudaIpcGetMemHandle", "cudaStreamEndCapture")
 
 
+@functools.lru_cache(maxsize=4096)  # a program calls few distinct names, each many times
 def base_name(name: str) -> str:
     """A call's name without its version and per-thread suffixes."""
     return _SUFFIX.sub("", name)

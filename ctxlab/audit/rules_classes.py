@@ -30,7 +30,7 @@ def capture_violation(s: Stream) -> list[Hit]:
     found: dict[tuple, list[dict]] = {}
     captures = {}
     ends = {id(c.end) for c in m.captures if c.end is not None}
-    for e in s.calls:
+    for e in m.failed_calls():
         state = m.states.get(id(e))
         if state is None or id(e) in s.explained or state.same_as is not None or id(e) in ends:
             continue
@@ -75,7 +75,8 @@ def freed_memory_used(s: Stream) -> list[Hit]:
     and where it was freed (a freed block may already belong to someone else)."""
     m = model(s)
     hits, seen = [], set()
-    freed = any(b.freed is not None for b in m.blocks)
+    # Only a call after the first free can use freed memory: the earlier ones need no look at their pointers.
+    first_free = min((b.freed.get("start", 0) for b in m.blocks if b.freed is not None), default=None)
     for e in s.calls:
         if id(e) in s.explained or e.get("from") == "callback" and s.enclosing_runtime(e) is not None:
             continue
@@ -87,7 +88,9 @@ def freed_memory_used(s: Stream) -> list[Hit]:
         if state is not None:
             found = [(role, address, block) for role, address, block in state.blocks if block is not None
                      and block.freed is not None and block.freed is not e and block.freed.get("start", 0) < at]
-        elif freed and any(key in (e.get("args") or {}) for key in ("ptr", "src")):
+        elif first_free is None or at <= first_free:
+            pass
+        elif any(key in (e.get("args") or {}) for key in ("ptr", "src")):
             for role in ("ptr", "src"):  # a call that ran on freed memory: the silent case
                 address = (e.get("args") or {}).get(role)
                 if not address or e.get("name", "").startswith(("cuMemAlloc", "cudaMalloc")):
@@ -139,7 +142,7 @@ def handle_destroyed(s: Stream) -> list[Hit]:
     """A stream, event or module used after the program destroyed or unloaded it."""
     m = model(s)
     hits, seen = [], set()
-    for e in s.calls:
+    for e in m.failed_calls():
         state = m.states.get(id(e))
         if state is None or id(e) in s.explained:
             continue
@@ -172,7 +175,7 @@ def out_of_memory(s: Stream) -> list[Hit]:
     contexts alive there."""
     m = model(s)
     hits, seen = [], set()
-    for e in s.calls:
+    for e in m.failed_calls():
         state = m.states.get(id(e))
         if state is None or id(e) in s.explained or not str(e.get("status")).startswith(OUT_OF_MEMORY):
             continue
@@ -228,7 +231,7 @@ def launch_config(s: Stream) -> list[Hit]:
     64, more dynamic shared memory than a kernel gets without opting in."""
     m = model(s)
     hits, seen = [], set()
-    for e in s.calls:
+    for e in m.failed_calls():
         state = m.states.get(id(e))
         if state is None or id(e) in s.explained or not e.get("name", "").startswith(("cuLaunch", "cudaLaunch")):
             continue

@@ -37,7 +37,7 @@ def _by_runtime(s: Stream, event: dict) -> bool:
 def no_context(s: Stream) -> list[Hit]:
     """A driver call that returned CUDA_ERROR_INVALID_CONTEXT on a thread that never had a context."""
     hits, seen = [], set()
-    for e in s.calls:
+    for e in s.unsuccessful:
         if e.get("domain") != "driver" or e.get("status") != INVALID_CONTEXT or e.get("context"):
             continue
         if e.get("name", "").startswith(CONTEXT_QUERIES) or _by_runtime(s, e):
@@ -74,7 +74,7 @@ def destroyed_while_current(s: Stream) -> list[Hit]:
     """A context destroyed by one thread while current on another; that thread's calls then fail."""
     destroys = [d for d in s.resources if d.get("name") == "CONTEXT_DESTROY_STARTING" and d.get("context")]
     hits, seen = [], set()
-    for e in s.calls:
+    for e in s.unsuccessful:
         if e.get("status") not in DESTROYED:
             continue
         for d in reversed([d for d in destroys if d.get("start", 0) < e.get("start", 0)]):
@@ -101,7 +101,7 @@ def primary_released_under_runtime(s: Stream) -> list[Hit]:
     """cuDevicePrimaryCtxRelease took the count to zero (the context was destroyed inside it) while the runtime
     still used it: calls after it failed."""
     hits, seen = [], set()
-    for r in s.calls:
+    for r in s.named(("cuDevicePrimaryCtxRelease",)):
         if not r.get("name", "").startswith("cuDevicePrimaryCtxRelease") or not ok_or_pending(r):
             continue
         if _by_runtime(s, r):
@@ -141,7 +141,7 @@ def primary_released_under_runtime(s: Stream) -> list[Hit]:
 def reset_with_live_allocations(s: Stream) -> list[Hit]:
     """cudaDeviceReset or cuDevicePrimaryCtxReset after allocations were made, and calls after it failed."""
     hits = []
-    for r in s.calls:
+    for r in s.named(RESETS):
         if not r.get("name", "").startswith(RESETS) or not ok_or_pending(r):
             continue
         outer = s.enclosing_runtime(r)
@@ -177,6 +177,13 @@ def _used_block(s: Stream, later: list[dict], reset: dict):
     return None
 
 
+def _first_end(s: Stream) -> int | None:
+    """When the first context destroy or device reset began (None: none did)."""
+    ends = [e.get("start", 0) for e in s.resources if e.get("name") == "CONTEXT_DESTROY_STARTING"]
+    ends += [e.get("start", 0) for e in s.named(RESETS)]
+    return min(ends) if ends else None
+
+
 def cross_context_handle(s: Stream) -> list[Hit]:
     """A launch or function lookup failed with an invalid handle in one context while modules were loaded in
     another: a kernel (CuPy's kernel cache) loaded in one context used under another.
@@ -186,16 +193,16 @@ def cross_context_handle(s: Stream) -> list[Hit]:
     loaded in the launch's own context is not this rule's. The because is the change that made the launch's
     context current on its thread (another asyncio task's push over this one's, when they interleave), or the
     lookup that made the function in the other context where that came later."""
+    candidates = [e for e in s.unsuccessful
+                  if e.get("status") in INVALID_HANDLE and e.get("name", "").startswith(LAUNCH_OR_LOOKUP)]
+    if not candidates:
+        return []
     m = model(s)
-    ends = [e.get("start", 0) for e in s.events
-            if e.get("name") == "CONTEXT_DESTROY_STARTING" or e.get("name", "").startswith(RESETS)]
-    first_end = min(ends) if ends else None
+    first_end = _first_end(s)
     loads = [e for e in s.events if e.get("context") and (e.get("name") == "MODULE_LOADED"
                                                            or e.get("name", "").startswith(MODULE_LOADS))]
     hits, seen = [], set()
-    for e in s.calls:
-        if e.get("status") not in INVALID_HANDLE or not e.get("name", "").startswith(LAUNCH_OR_LOOKUP):
-            continue
+    for e in candidates:
         if first_end is not None and first_end < e.get("start", 0):
             continue  # after a reset or destroy, a stale handle is that rule's finding
         ctx, at = e.get("context"), e.get("start", 0)
@@ -270,11 +277,9 @@ def several_runtime_copies(s: Stream) -> list[Hit]:
 
     A retain the tracer kept the native callers of (``callers``: shared objects, innermost first) names its copy:
     the first object past the driver. Two retains from the same object are one copy retaining again, not two."""
-    ends = [e.get("start", 0) for e in s.events
-            if e.get("name") == "CONTEXT_DESTROY_STARTING" or e.get("name", "").startswith(RESETS)]
-    first_end = min(ends) if ends else None
+    first_end = _first_end(s)
     by_context: dict = {}
-    for e in s.calls:
+    for e in s.named(("cuDevicePrimaryCtxRetain",)):
         if not e.get("name", "").startswith("cuDevicePrimaryCtxRetain") or not ok_or_pending(e):
             continue
         if first_end is not None and e.get("start", 0) > first_end:

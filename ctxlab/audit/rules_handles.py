@@ -28,7 +28,7 @@ def handle_from_another_context(s: Stream) -> list[Hit]:
     """An event recorded on a stream of another context, or a stream used while another context is current."""
     f = facts(s)
     hits, seen = [], set()
-    for e in s.calls:
+    for e in s.named(RECORDS + STREAM_USERS + ("cuEventElapsedTime",)):
         name, args = e.get("name", ""), e.get("args") or {}
         if e.get("domain") != "driver" or not (name.startswith(RECORDS) or name.startswith(STREAM_USERS)
                                                or name.startswith("cuEventElapsedTime")):
@@ -80,7 +80,10 @@ def non_primary_current(s: Stream) -> list[Hit]:
     """A runtime library (CuPy, PyTorch, the CUDA runtime itself) made to work, or Numba made to attach, while a
     context the program created with cuCtxCreate was current: they are built for the primary context."""
     f = facts(s)
-    hits, seen = [], set()
+    hits: list[Hit] = []
+    seen: set = set()
+    if not f.created:
+        return hits  # no created context: nothing ran under one
     for e in s.calls:
         ctx = e.get("context") or 0
         if not f.is_created(ctx) or (e.get("tid"), ctx) in seen:

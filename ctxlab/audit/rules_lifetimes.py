@@ -49,6 +49,9 @@ def _stack_of(per_thread: dict, tid) -> list:
     return per_thread.setdefault(tid, [])
 
 
+STACK_CALLS = ("cuCtxCreate", "cuCtxPushCurrent", "cuCtxSetCurrent", "cuCtxPopCurrent", "cuCtxDestroy")
+
+
 def context_leak(s: Stream) -> list[Hit]:
     """Contexts pushed and never popped on a thread that ended, a pop that took another context than the
     thread pushed, and created contexts never destroyed."""
@@ -56,7 +59,7 @@ def context_leak(s: Stream) -> list[Hit]:
     hits: list[Hit] = []
     stacks: dict = {}  # tid -> [(ctx, call that put it there, how: push/create/set, replaced push or None)]
     last_push: dict = {}  # (tid, ctx) -> the last push or create of it on that thread, popped or not
-    for e in s.calls:
+    for e in s.named(STACK_CALLS):
         if e.get("domain") != "driver" or not succeeded(e) or e.get("from") == "callback":
             continue
         name, args = e.get("name", ""), e.get("args") or {}

@@ -155,4 +155,4 @@ def library_not_watched(s: Stream) -> list[Hit]:
                    f"{NOT_JUDGED.get(str(e.get('part')), 'what it does is not judged')}. "
                    f"The program ran as it would without the audit",
                 cause_missing="the library's internals differ from those the audit knows (its version)")
-            for e in s.events if e.get("domain") == "audit" and e.get("name") == LIBRARY_NOT_WATCHED]
+            for e in s.observed if e.get("name") == LIBRARY_NOT_WATCHED]

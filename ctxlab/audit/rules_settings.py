@@ -115,7 +115,7 @@ def settings(s: Stream) -> Settings:
         return known
     out = Settings()
     devices: dict = {}  # tid -> the runtime device its cudaSetDevice chose
-    for e in s.calls:
+    for e in s.named(("cudaSetDevice", *SETTERS)):
         name, args = e.get("name", ""), e.get("args") or {}
         if name.startswith("cudaSetDevice") and not name.startswith("cudaSetDeviceFlags") and "device" in args:
             devices[e.get("tid")] = args["device"]

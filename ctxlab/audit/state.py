@@ -12,6 +12,7 @@ is guessed from a function's name beyond what the driver documents each call to 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from dataclasses import dataclass, field
 
 from ctxlab.audit.engine import ANSWERS as ANSWERS  # the one definition of an answer, re-exported
@@ -212,6 +213,11 @@ class Model:
         failed with it, the cudaGetLastError calls that handed its error back)."""
         return self.members.get(self.groups.get(id(event), id(event)), [event])
 
+    def failed_calls(self) -> list[dict]:
+        """The failing calls, in time order (the replay meets them in that order): what a rule about failures
+        reads instead of every call."""
+        return [state.event for state in self.states.values()]
+
     def expand(self, ids: set[int]) -> set[int]:
         """``ids`` with every call of each failure one of them belongs to."""
         out = set(ids)
@@ -334,37 +340,83 @@ def _kind(f: Facts, ctx: int) -> str:
     return "unknown"
 
 
+MAKES = (("stream", "cuStreamCreate", "stream"), ("event", "cuEventCreate", "event"),
+         ("module", "cuModuleLoad", "module"), ("function", "cuModuleGetFunction", "function"),
+         ("function", "cuKernelGetFunction", "function"))
+GONES = (("stream", "cuStreamDestroy", "stream"), ("event", "cuEventDestroy", "event"),
+         ("module", "cuModuleUnload", "module"))
+
+
+@dataclass(frozen=True)
+class _Roles:
+    """What a call's name makes it to the replay, worked out once per distinct name (a program makes few
+    distinct calls many times: the replay's prefix tests would otherwise run on every record)."""
+
+    end_capture: bool
+    begin_capture: bool
+    context_change: bool
+    set_device: bool
+    launch: bool
+    sync: bool
+    alloc: bool
+    free: bool
+    makes: tuple[tuple[str, str, str], ...]
+    gones: tuple[tuple[str, str, str], ...]
+    any: bool = False  # any of the above: a call of this name can change what the model holds
+
+
+_ROLES: dict[str, _Roles] = {}
+
+
+def _roles(name: str) -> _Roles:
+    known = _ROLES.get(name)
+    if known is None:
+        known = _ROLES[name] = _Roles(
+            end_capture=name.startswith(("cuStreamEndCapture", "cudaStreamEndCapture")),
+            begin_capture=name.startswith(("cuStreamBeginCapture", "cudaStreamBeginCapture")),
+            context_change=name.startswith(CONTEXT_CHANGES), set_device=name.startswith("cudaSetDevice"),
+            launch=name.startswith(LAUNCHES), sync=name.startswith(SYNCS),
+            alloc=name.startswith(("cuMemAlloc", "cudaMalloc")), free=name.startswith(("cuMemFree", "cudaFree")),
+            makes=tuple(m for m in MAKES if name.startswith(m[1])),
+            gones=tuple(g for g in GONES if name.startswith(g[1])))
+        known = _ROLES[name] = dataclasses.replace(known, any=any(
+            getattr(known, f.name) for f in dataclasses.fields(known) if f.name != "any"))
+    return known
+
+
 def _replay(m: Model, s: Stream, e: dict, runtime_device: dict) -> None:
-    name, args, ctx, at = e.get("name", ""), e.get("args") or {}, e.get("context") or 0, e.get("start", 0)
+    name = e.get("name", "")
+    roles = _roles(name)
     if failing(e):
+        ctx = e.get("context") or 0
         m.states[id(e)] = _state(m, s, e, runtime_device)
         status = e.get("status")
         if status in STICKY and ctx and ctx not in m.sticky:
             m.sticky[ctx] = e
-    if name.startswith(("cuStreamEndCapture", "cudaStreamEndCapture")) and "stream" in args:
+    elif not roles.any:
+        return  # a call that changes nothing the model holds
+    args, ctx, at = e.get("args") or {}, e.get("context") or 0, e.get("start", 0)
+    if roles.end_capture and "stream" in args:
         for capture in m.captures:  # a capture ends with its end call, whether or not that call succeeded
             if capture.stream == args["stream"] and capture.end is None:
                 capture.end = e
     if not ok_or_pending(e):
         return
     nested = e.get("from") == "callback"
-    if e.get("domain") == "driver" and name.startswith(CONTEXT_CHANGES):
+    if e.get("domain") == "driver" and roles.context_change:
         _changed(m, s, e, name, args)
-    if name.startswith("cudaSetDevice") and "device" in args:
+    if roles.set_device and "device" in args:
         runtime_device[e.get("tid")] = args["device"]
-    if name.startswith(LAUNCHES) and ctx and not (nested and name.startswith("cuLaunch") and _covered(s, e)):
+    if roles.launch and ctx and not (nested and name.startswith("cuLaunch") and _covered(s, e)):
         m.launches.setdefault(ctx, []).append(e)
-    elif name.startswith(SYNCS) and ctx:
+    elif roles.sync and ctx:
         m.synced.setdefault(ctx, []).append(end_of(e))
-    for kind, prefix, key in (("stream", "cuStreamCreate", "stream"), ("event", "cuEventCreate", "event"),
-                              ("module", "cuModuleLoad", "module"), ("function", "cuModuleGetFunction", "function"),
-                              ("function", "cuKernelGetFunction", "function")):
-        if name.startswith(prefix) and args.get(key):
+    for kind, _prefix, key in roles.makes:
+        if args.get(key):
             parent = args.get("module", 0) if kind == "function" else 0
             m.handles.setdefault((kind, args[key]), []).append(Handle(kind, args[key], ctx, e, parent=parent))
-    for kind, prefix, key in (("stream", "cuStreamDestroy", "stream"), ("event", "cuEventDestroy", "event"),
-                              ("module", "cuModuleUnload", "module")):
-        if name.startswith(prefix) and args.get(key):
+    for kind, _prefix, key in roles.gones:
+        if args.get(key):
             known = m.handle(kind, args[key], at)
             if known is not None and known.gone is None:
                 known.gone = e
@@ -373,13 +425,13 @@ def _replay(m: Model, s: Stream, e: dict, runtime_device: dict) -> None:
                     for h in made if other == "function" else ():
                         if h.parent == args[key] and h.gone is None and end_of(h.made) <= at:
                             h.gone = e
-    if (name.startswith(("cuMemAlloc", "cudaMalloc")) and args.get("ptr") and not nested_duplicate(s, e)):
+    if roles.alloc and args.get("ptr") and not nested_duplicate(s, e):
         m.add_block(Block(args["ptr"], args["ptr"] + max(allocation_size(args), 1), ctx, e))
-    elif name.startswith(("cuMemFree", "cudaFree")) and args.get("ptr"):
+    elif roles.free and args.get("ptr"):
         block = m.block(args["ptr"], end_of(e))
         if block is not None and block.freed is None and block.base == args["ptr"]:
             block.freed = e
-    elif name.startswith(("cuStreamBeginCapture", "cudaStreamBeginCapture")) and "stream" in args:
+    elif roles.begin_capture and "stream" in args:
         if not (nested and _covered(s, e)):
             m.captures.append(Capture(args["stream"], args.get("mode"), e))
 
