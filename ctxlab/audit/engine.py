@@ -266,10 +266,15 @@ class Stream:
                 self._runtime.setdefault(e.get("tid"), []).append(e)
         self._runtime_starts = {tid: [c.get("start", 0) for c in items] for tid, items in self._runtime.items()}
         self._starts: dict[Any, list[int]] = {}
-        self._stacked: dict[Any, tuple[list[int], list[dict]]] = {}
-        for tid, items in self.by_tid.items():
-            with_stack = [e for e in items if has_frames(e.get("stack"))]
-            self._stacked[tid] = ([e.get("start", 0) for e in with_stack], with_stack)
+        self._stacked: dict[Any, tuple[list[int], list[dict]]] = {}  # per thread, made when a finding asks
+
+    def _with_stacks(self, tid: Any) -> tuple[list[int], list[dict]]:
+        """A thread's events that carry a Python stack, and their start times (to bisect)."""
+        known = self._stacked.get(tid)
+        if known is None:
+            with_stack = [e for e in self.by_tid.get(tid, ()) if has_frames(e.get("stack"))]
+            known = self._stacked[tid] = ([e.get("start", 0) for e in with_stack], with_stack)
+        return known
 
     def named(self, prefixes: tuple[str, ...]) -> list[dict]:
         """The calls whose names start with one of these prefixes, in time order: an index (each distinct name
@@ -331,7 +336,7 @@ class Stream:
 
     def nearby_stack(self, event: dict) -> list:
         """The stack of the last event on the thread, at or before this one, that has one."""
-        starts, items = self._stacked.get(event.get("tid"), ([], []))
+        starts, items = self._with_stacks(event.get("tid"))
         i = bisect.bisect_right(starts, event.get("start", 0))
         return items[i - 1]["stack"] if i else []
 
