@@ -44,6 +44,7 @@ from ctxlab.audit.rules_ordering import (
     unordered_access,
     wait_orders_nothing,
 )
+from ctxlab.audit.rules_recording import recording_full
 from ctxlab.audit.rules_settings import setting_changed_under
 
 ORDERING_SEES = ("Follows streams, events, copies, memsets, frees and graphs made while tracing, with the "
@@ -318,6 +319,14 @@ RULES: tuple[Rule, ...] = (
          NO_CLAIM, library_not_watched,
          "Only the libraries the audit hooks (CuPy, PyTorch); another library's own pool is not watched and not "
          "reported here."),
+    Rule("recording-full", "warning", "The flight recording filled up: part of the run is not judged",
+         "The C callback writes every call into a file mapped in shared memory, bounded by --record-limit (or "
+         "half the free disk where it lies). Once it is full, what does not fit is counted, not written, and the "
+         "program runs on. The findings then cover the calls that were recorded; this finding says how many "
+         "calls, stacks and argument bytes were dropped, so a clean report of a truncated run does not read as "
+         "clean.",
+         NO_CLAIM, recording_full,
+         "Which calls were dropped is not known, only how many: they came after the last recorded one."),
     Rule("program-crashed", "error", "The program died by a signal",
          "A segfault, an abort or a SIGKILL ends the process without a Python traceback. The audit runs the "
          "program in a child whose CUDA calls go to shared memory as they happen, so everything up to the crash is "

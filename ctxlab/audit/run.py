@@ -13,14 +13,16 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ctxlab.audit.engine import Finding, RunInfo, Stream
+from ctxlab.audit.engine import Finding, RunInfo, Stream, end_of
 from ctxlab.audit.failures import kernel_of, probes
 from ctxlab.audit.forks import read_log
 from ctxlab.audit.hooks import AuditHooks
 from ctxlab.audit.observe import FORKS
 from ctxlab.audit.rules import judge_stream
+from ctxlab.audit.rules_recording import recording_full_event
 from ctxlab.audit.state import model
 from ctxlab.tracing.program import shown_path
+from ctxlab.tracing.recorder import record_limit_env
 from ctxlab.tracing.supervise import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, Supervised, events_of, run_supervised
 
 EXIT_HAZARD = 3
@@ -73,6 +75,9 @@ def _stream(sup: Supervised, forks: list[dict], pinned: dict | None = None) -> t
         for tid in flight.ended:
             if tid in last and flight.threads.get(tid):
                 events.append({"domain": "audit", "name": "THREAD_ENDED", "tid": tid, "start": last[tid] + 1})
+    full = recording_full_event(flight.counts, max(events, key=end_of, default=None)) if flight is not None else None
+    if full is not None:
+        events.append(full)
     hooks = AuditHooks()
     events += hooks.annotate([e for e in events if e.get("domain") == "driver"])
     events.sort(key=lambda e: (e.get("start", 0), -e.get("end", e.get("start", 0))))
@@ -171,19 +176,21 @@ def pinned_launches(sup: Supervised, forks: list[dict]) -> list[dict]:
 
 def audit_program(code: str | None = None, module: str | None = None, argv: Sequence[str] = (), *,
                   timeout: float = DEFAULT_TIMEOUT_S, stall: float = DEFAULT_STALL_S, pin: bool = False,
-                  keep: str | None = None) -> AuditResult:
+                  keep: str | None = None, record_limit: int | None = None) -> AuditResult:
     """Run the program (``-c`` code, ``-m`` module, or a script and its arguments) in a traced child and judge it.
 
     ``timeout`` and ``stall`` (seconds, 0: none) bound a hang; ``pin`` re-runs a program that met a sticky error
-    with launches serialised to name the faulting launch; ``keep`` keeps the flight recording in that folder."""
+    with launches serialised to name the faulting launch; ``keep`` keeps the flight recording in that folder;
+    ``record_limit`` bounds the recording's size in bytes (what does not fit is counted, and reported)."""
     argv = list(argv)
     if code is None and module is None and argv and not os.path.isfile(argv[0]):
         raise FileNotFoundError(2, "No such file", argv[0])
     program = code or module or shown_path(argv[0])
-    sup, forks = _run(code, module, argv, timeout, stall, keep, None)
+    limit = record_limit_env(record_limit)
+    sup, forks = _run(code, module, argv, timeout, stall, keep, limit or None)
     result = judge_run(program, sup, forks)
     if pin and any(f.rule == "sticky-error" for f in result.findings):
-        again, again_forks = _run(code, module, argv, timeout, stall, None, PIN_ENV)
+        again, again_forks = _run(code, module, argv, timeout, stall, None, {**PIN_ENV, **limit})
         exact = pinned_launches(again, again_forks)
         stream, _ = _stream(sup, forks)
         contexts = [ctx for ctx, _e in sorted(model(stream).sticky.items(), key=lambda i: i[1].get("start", 0))]

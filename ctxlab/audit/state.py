@@ -12,9 +12,13 @@ is guessed from a function's name beyond what the driver documents each call to 
 from __future__ import annotations
 
 import bisect
-import dataclasses
 from dataclasses import dataclass, field
 
+from ctxlab.audit.call_roles import CONTEXT_CHANGES as CONTEXT_CHANGES
+from ctxlab.audit.call_roles import LAUNCHES as LAUNCHES
+from ctxlab.audit.call_roles import STREAM_SYNCS as STREAM_SYNCS
+from ctxlab.audit.call_roles import SYNCS as SYNCS
+from ctxlab.audit.call_roles import roles as roles_of
 from ctxlab.audit.engine import ANSWERS as ANSWERS  # the one definition of an answer, re-exported
 from ctxlab.audit.engine import Stream, end_of, failed, ok_or_pending
 from ctxlab.audit.facts import Facts, facts
@@ -32,10 +36,6 @@ STICKY = frozenset({
     "cudaErrorAssert", "cudaErrorECCUncorrectable"})
 # Runtime calls that return an error made earlier (the thread's last), not a failure of their own.
 ECHOES = ("cudaGetLastError", "cudaPeekAtLastError")
-LAUNCHES = ("cuLaunchKernel", "cuLaunchCooperativeKernel", "cudaLaunchKernel", "cudaLaunchCooperativeKernel",
-            "cuGraphLaunch", "cudaGraphLaunch")
-SYNCS = ("cuCtxSynchronize", "cudaDeviceSynchronize", "cudaThreadSynchronize")
-STREAM_SYNCS = ("cuStreamSynchronize", "cudaStreamSynchronize")
 HANDLE_ROLES = (("stream", "stream"), ("event", "event"), ("end_event", "event"), ("module", "module"),
                 ("function", "function"))
 RUNTIME_OBJECTS = ("libcudart", "libcuda.so", "nvidia/cuda_runtime", "nvidia/cu13/lib/libcudart",
@@ -340,53 +340,9 @@ def _kind(f: Facts, ctx: int) -> str:
     return "unknown"
 
 
-MAKES = (("stream", "cuStreamCreate", "stream"), ("event", "cuEventCreate", "event"),
-         ("module", "cuModuleLoad", "module"), ("function", "cuModuleGetFunction", "function"),
-         ("function", "cuKernelGetFunction", "function"))
-GONES = (("stream", "cuStreamDestroy", "stream"), ("event", "cuEventDestroy", "event"),
-         ("module", "cuModuleUnload", "module"))
-
-
-@dataclass(frozen=True)
-class _Roles:
-    """What a call's name makes it to the replay, worked out once per distinct name (a program makes few
-    distinct calls many times: the replay's prefix tests would otherwise run on every record)."""
-
-    end_capture: bool
-    begin_capture: bool
-    context_change: bool
-    set_device: bool
-    launch: bool
-    sync: bool
-    alloc: bool
-    free: bool
-    makes: tuple[tuple[str, str, str], ...]
-    gones: tuple[tuple[str, str, str], ...]
-    any: bool = False  # any of the above: a call of this name can change what the model holds
-
-
-_ROLES: dict[str, _Roles] = {}
-
-
-def _roles(name: str) -> _Roles:
-    known = _ROLES.get(name)
-    if known is None:
-        known = _ROLES[name] = _Roles(
-            end_capture=name.startswith(("cuStreamEndCapture", "cudaStreamEndCapture")),
-            begin_capture=name.startswith(("cuStreamBeginCapture", "cudaStreamBeginCapture")),
-            context_change=name.startswith(CONTEXT_CHANGES), set_device=name.startswith("cudaSetDevice"),
-            launch=name.startswith(LAUNCHES), sync=name.startswith(SYNCS),
-            alloc=name.startswith(("cuMemAlloc", "cudaMalloc")), free=name.startswith(("cuMemFree", "cudaFree")),
-            makes=tuple(m for m in MAKES if name.startswith(m[1])),
-            gones=tuple(g for g in GONES if name.startswith(g[1])))
-        known = _ROLES[name] = dataclasses.replace(known, any=any(
-            getattr(known, f.name) for f in dataclasses.fields(known) if f.name != "any"))
-    return known
-
-
 def _replay(m: Model, s: Stream, e: dict, runtime_device: dict) -> None:
     name = e.get("name", "")
-    roles = _roles(name)
+    roles = roles_of(name)
     if failing(e):
         ctx = e.get("context") or 0
         m.states[id(e)] = _state(m, s, e, runtime_device)
@@ -436,7 +392,6 @@ def _replay(m: Model, s: Stream, e: dict, runtime_device: dict) -> None:
             m.captures.append(Capture(args["stream"], args.get("mode"), e))
 
 
-CONTEXT_CHANGES = ("cuCtxPushCurrent", "cuCtxPopCurrent", "cuCtxSetCurrent", "cuCtxCreate", "cuCtxDestroy")
 
 
 def _changed(m: Model, s: Stream, e: dict, name: str, args: dict) -> None:

@@ -76,9 +76,18 @@ def program_options(verb: str) -> Callable[[F], F]:
 
 
 def run_limits(fn: F) -> F:
-    """Add --timeout and --stall: when trace and audit stop a program that hangs (0: never)."""
+    """Add --timeout and --stall: when trace and audit stop a program that hangs (0: never); and
+    --record-limit: the disk the flight recording may take."""
+    from ctxlab.tracing.recorder import RECORD_LIMIT_LEAST
     from ctxlab.tracing.supervise import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
 
+    fn = click.option("--record-limit", type=ByteSize(least=RECORD_LIMIT_LEAST,
+                                                      too_large="is more than 1024G (give less, or leave the "
+                                                                "option out: half the free disk is the default)"),
+                      default=None, metavar="SIZE",
+                      help="The most disk the flight recording may take (e.g. 512M, 4G; at least 1M). Default: "
+                           "half the free space where it lies, at most about 4.4G. Calls past it are not "
+                           "recorded; the report says how many, and judges what was.")(fn)
     fn = click.option("--stall", type=FiniteFloat(0, 864000), default=DEFAULT_STALL_S, show_default=True,
                       metavar="SECONDS",
                       help="Stop the program when a thread has been inside one CUDA call this long while no CUDA "

@@ -112,7 +112,7 @@ class ProgramRan(SystemExit):
 @program_options("Trace")
 @domain_errors
 @run_limits
-def trace(only, calls_mode, thread_name, fmt, output, timeout, stall, code, module, script_args):
+def trace(only, calls_mode, thread_name, fmt, output, timeout, stall, record_limit, code, module, script_args):
     """Run a Python program under CUPTI and show the driver calls beneath its runtime calls.
 
     \b
@@ -134,7 +134,7 @@ def trace(only, calls_mode, thread_name, fmt, output, timeout, stall, code, modu
     try:
         status = run_traced(code=code, module=module, argv=list(script_args), only=only, thread=thread_name,
                             fmt=fmt, output=output, echo=click.echo, calls_mode=calls_mode, err=say,
-                            timeout=timeout, stall=stall)
+                            timeout=timeout, stall=stall, record_limit=record_limit)
     except TraceUnavailable as exc:
         raise tracer_unavailable(exc) from None
     except FileNotFoundError as exc:
@@ -156,7 +156,7 @@ def trace(only, calls_mode, thread_name, fmt, output, timeout, stall, code, modu
 @output_option
 @program_options("Audit")
 @domain_errors
-def audit(fmt, pin, timeout, stall, output, code, module, script_args):
+def audit(fmt, pin, timeout, stall, record_limit, output, code, module, script_args):
     """Audit a Python program for CUDA context hazards (the help text is AUDIT_HELP with the rules)."""
     from ctxlab.audit.report import render, summary_line
     from ctxlab.audit.run import audit_program
@@ -167,7 +167,7 @@ def audit(fmt, pin, timeout, stall, output, code, module, script_args):
     one_program(code, module, script_args, output, timeout)
     try:
         result = audit_program(code=code, module=module, argv=list(script_args), timeout=timeout, stall=stall,
-                               pin=pin)
+                               pin=pin, record_limit=record_limit)
     except TraceUnavailable as exc:
         raise tracer_unavailable(exc) from None
     except FileNotFoundError as exc:

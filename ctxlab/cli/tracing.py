@@ -27,8 +27,20 @@ def render(events: list[dict], fmt: str, program: str, only: str = "context", ca
     return render_tree(tree)
 
 
+def _full(stats: dict) -> str:
+    """What a full recording dropped, for the summary line ("" when nothing was)."""
+    dropped = [f"{stats[key]:,} {what}" for key, what in (("dropped_records", "calls"), ("dropped_stacks", "stacks"),
+                                                         ("dropped_bytes", "bytes of names and arguments"))
+               if stats.get(key)]
+    if not dropped:
+        return ""
+    return (f"; the recording was full: {', '.join(dropped)} were not recorded (give --record-limit more room or "
+            f"free disk where it lies)")
+
+
 def run_traced(code, module, argv, only, thread, fmt, output, echo, calls_mode: str = "context",
-               err=None, timeout: float | None = None, stall: float | None = None) -> int:
+               err=None, timeout: float | None = None, stall: float | None = None,
+               record_limit: int | None = None) -> int:
     """Run ``code``, ``module`` or the script in ``argv`` in a traced child, write the trace; return its exit
     status (128 + N where it died by signal N)."""
     from ctxlab.output import write_output
@@ -37,7 +49,7 @@ def run_traced(code, module, argv, only, thread, fmt, output, echo, calls_mode: 
     program = code or module or shown_path(argv[0])
     status, events, stats, ending = trace_supervised(
         code, module, list(argv), calls=calls_mode, timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout,
-        stall=DEFAULT_STALL_S if stall is None else stall)
+        stall=DEFAULT_STALL_S if stall is None else stall, record_limit=record_limit)
     if thread:
         events = [e for e in events if e.get("thread") == thread]
     text = render(events, fmt, program, only=only, calls_mode=calls_mode, stats=stats)
@@ -50,5 +62,5 @@ def run_traced(code, module, argv, only, thread, fmt, output, echo, calls_mode: 
         end = "" if ending.how == "exit" else f"; the program {ending.detail}: the calls up to then are shown"
         err(f"ctxlab trace: {stats['api_calls']} API calls, {stats['resource_events']} resource events "
             f"({stats.get('records', 0)} records kept by ctxlab's C callback in its flight recorder, "
-            f"{stats.get('stacks', 0)} stacks); the program ran {ending.seconds:.3f} s{end}")
+            f"{stats.get('stacks', 0)} stacks); the program ran {ending.seconds:.3f} s{end}{_full(stats)}")
     return status

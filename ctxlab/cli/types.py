@@ -268,10 +268,15 @@ class ResultPath(click.ParamType):
 
 
 class ByteSize(click.ParamType):
-    """A size such as 65536, 64K, 64M or 1G (powers of 1024), at most 1024G."""
+    """A size such as 65536, 64K, 64M or 1G (powers of 1024), at most 1024G (``least``/``most`` and what the
+    size is of, for the message, where an option bounds something else than a result file)."""
 
     name = "SIZE"
     UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+
+    def __init__(self, least: int = 1, most: int = MAX_BYTES_ACCEPTED,
+                 too_large: str = "is more than the 1024G a result file may be (it is read whole)") -> None:
+        self.least, self.most, self.too_large = least, most, too_large
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         """The size in bytes; an int passes through, a number with a K, M or G suffix is scaled."""
@@ -283,8 +288,10 @@ class ByteSize(click.ParamType):
         if not number.isascii() or not number.isdigit() or len(number) > 20 or int(number) <= 0:
             self.fail(f"{value!r} is not a size such as 65536, 64K, 64M or 1G", param, ctx)
         size = int(number) * self.UNITS[unit]
-        if size > MAX_BYTES_ACCEPTED:
-            self.fail(f"{value!r} is more than the 1024G a result file may be (it is read whole)", param, ctx)
+        if size > self.most:
+            self.fail(f"{value!r} {self.too_large}", param, ctx)
+        if size < self.least:
+            self.fail(f"{value!r} is less than the {self.least // 2**20}M it must be at least", param, ctx)
         return size
 
 

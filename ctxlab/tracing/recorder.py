@@ -48,17 +48,33 @@ class FlightFiles:
 
 
 RECORD_BYTES, STACK_BYTES, SLOTS_BYTES = 104, 400, 1 << 17
+# The bound a user set on the recording's size (``--record-limit``), in bytes, handed to the traced child.
+RECORD_LIMIT_ENV = "CTXLAB_RECORD_LIMIT"
+RECORD_LIMIT_LEAST = 1 << 20
 
 
-def capacities(folder: str) -> tuple[int, int, int]:
+def record_limit_env(limit: int | None) -> dict[str, str]:
+    """The child's environment variable for a bound on the recording (none without one)."""
+    return {RECORD_LIMIT_ENV: str(int(limit))} if limit else {}
+
+
+def record_limit() -> int | None:
+    """The bound this traced process was given, if any (a value that is not a size is no bound)."""
+    text = os.environ.get(RECORD_LIMIT_ENV, "")
+    return max(int(text), RECORD_LIMIT_LEAST) if text.isascii() and text.isdigit() else None
+
+
+def capacities(folder: str, limit: int | None = None) -> tuple[int, int, int]:
     """How many records and stacks, and how many bytes of names and arguments, the recording may hold: at most
-    CAP_*, and at most half the room left where it lies. The file is sparse and mapped: a page written where the
-    file system has no room left would kill the program (SIGBUS) inside the driver, so what does not fit is
-    counted as dropped instead."""
+    CAP_*, at most half the room left where it lies, and at most ``limit`` bytes in all where one is given. The
+    file is sparse and mapped: a page written where the file system has no room left would kill the program
+    (SIGBUS) inside the driver, so what does not fit is counted as dropped instead."""
     try:
         free = shutil.disk_usage(folder).free // 2
     except OSError:
         free = 0
+    if limit is not None:
+        free = min(free, limit)
     whole = CAP_RECORDS * RECORD_BYTES + CAP_STACKS * STACK_BYTES + CAP_BYTES
     if free >= whole + SLOTS_BYTES:
         return CAP_RECORDS, CAP_STACKS, CAP_BYTES
@@ -95,7 +111,7 @@ class FlightSink:
 
         self._lib = lib
         lib.ctxlab_set_names(*native.naming_api(), function_name_address())
-        records, stacks, size = capacities(self.files.folder)
+        records, stacks, size = capacities(self.files.folder, record_limit())
         error = lib.ctxlab_flight_open(self.files.path(RECORDS).encode(), records, stacks, size)
         if error:
             raise OSError(error, f"cannot map the flight recorder's file: {os.strerror(error)}",

@@ -30,7 +30,7 @@ from typing import Any
 
 from ctxlab.tracing.child import DUMP_SIGNAL, SPEC
 from ctxlab.tracing.flight import HEADER, MAGIC, SLOT, Flight, FlightUnreadable, read_flight
-from ctxlab.tracing.recorder import DUMP, FATAL, NOTES, RECORDS, RESULT, FlightFiles
+from ctxlab.tracing.recorder import DUMP, FATAL, NOTES, RECORDS, RESULT, FlightFiles, record_limit_env
 from ctxlab.tracing.stacks_dump import StacksDump, read_dumps
 
 POLL_S = 0.05
@@ -431,10 +431,12 @@ def events_of(sup: Supervised) -> list[dict]:
 
 def trace_supervised(code: str | None = None, module: str | None = None, argv: list[str] | None = None, *,
                      calls: str = "context", timeout: float = DEFAULT_TIMEOUT_S,
-                     stall: float = DEFAULT_STALL_S) -> tuple[int, list[dict], dict, Ending]:
+                     stall: float = DEFAULT_STALL_S,
+                     record_limit: int | None = None) -> tuple[int, list[dict], dict, Ending]:
     """``ctxlab trace``: the program in a traced child; (its exit status, the events, counts, how it ended). The
     calls up to a crash or a hang are all there."""
-    sup = run_supervised("trace", code, module, argv, calls=calls, timeout=timeout, stall=stall, prepare=_readers)
+    sup = run_supervised("trace", code, module, argv, calls=calls, timeout=timeout, stall=stall, prepare=_readers,
+                         env=record_limit_env(record_limit) or None)
     events = events_of(sup)
     stats = {**(sup.result.get("stats") or {}), **(sup.flight.counts if sup.flight is not None else {}),
              "api_calls": sum(e.get("domain") in ("driver", "runtime") for e in events),

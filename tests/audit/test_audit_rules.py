@@ -32,11 +32,12 @@ def test_rules_are_declared_with_a_claim_the_labs_judge():
                                       "handle-destroyed", "out-of-memory", "launch-config",
                                       "setting-changed-under", "freed-while-in-use", "unordered-access",
                                       "wait-orders-nothing", "graph-replays-freed", "ipc-interior-pointer",
-                                      "library-not-watched", "program-crashed", "program-hung", "failed-call"]
+                                      "library-not-watched", "recording-full", "program-crashed", "program-hung",
+                                      "failed-call"]
     unclaimed = {"sticky-error", "capture-violation", "freed-memory-used", "handle-destroyed", "out-of-memory",
                  "launch-config", "setting-changed-under", "freed-while-in-use", "unordered-access",
                  "wait-orders-nothing", "graph-replays-freed", "ipc-interior-pointer", "library-not-watched",
-                 "program-crashed", "program-hung", "failed-call"}
+                 "recording-full", "program-crashed", "program-hung", "failed-call"}
     for rule in RULES:
         assert rule.claim in ids if rule.id not in unclaimed else rule.claim == "", rule.id
         assert rule.severity in ("error", "warning", "info") and rule.explanation and rule.cannot_see

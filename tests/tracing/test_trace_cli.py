@@ -66,8 +66,8 @@ def test_the_summary_line_counts_the_records_and_stacks_the_c_callback_kept(monk
                           "the program ran 1.500 s; the program died by SIGSEGV while running: the calls up to then "
                           "are shown")):
         monkeypatch.setattr("ctxlab.tracing.supervise.trace_supervised",
-                            lambda code, module, argv, calls, timeout, stall, e=ending: (e.status, doc["events"],
-                                                                                         stats, e))
+                            lambda code, module, argv, calls, timeout, stall, e=ending, **_limits: (
+                                e.status, doc["events"], stats, e))
         lines: list[str] = []
         status = tracing.run_traced(None, None, ["prog.py"], "context", None, "json", str(tmp_path / "t.json"),
                                     echo=print, err=lines.append)
