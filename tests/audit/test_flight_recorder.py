@@ -18,7 +18,7 @@ import pytest
 from ctxlab.tracing import native
 from ctxlab.tracing.flight import FlightUnreadable, read_flight
 from ctxlab.tracing.recorder import NAMES, RECORDS, FlightFiles, FlightSink, write_json
-from tests.tracing.test_native_callback import Call
+from tests.fake_cupti import Call
 
 pytestmark = pytest.mark.skipif(not (os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")),
                                 reason="no C compiler here: ctxlab's CUPTI callback is built from C")

@@ -14,7 +14,7 @@ from ctxlab.tracing.flight import read_flight
 from ctxlab.tracing.native import frames
 from tests.audit.test_flight_recorder import flight, open_flight  # noqa: F401 (the fixture)
 from tests.audit.test_flight_recorder import pytestmark as needs_compiler
-from tests.tracing.test_native_callback import Call
+from tests.fake_cupti import Call
 
 pytestmark = [needs_compiler, pytest.mark.skipif(
     frames.layout() is None, reason=f"no known frame layout for this Python ({sys.version.split()[0]})")]

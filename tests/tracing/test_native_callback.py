@@ -16,30 +16,11 @@ import threading
 import pytest
 
 from ctxlab.tracing import native
+from tests.fake_cupti import Call
 
 pytestmark = pytest.mark.skipif(not (os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")),
                                 reason="no C compiler here: ctxlab's CUPTI callback is built from C")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-class CallbackData(ctypes.Structure):
-    """CUpti_CallbackData's layout (cupti_callbacks.h)."""
-
-    _fields_ = [("site", ctypes.c_uint32), ("function_name", ctypes.c_void_p), ("params", ctypes.c_void_p),
-                ("return_value", ctypes.c_void_p), ("symbol", ctypes.c_void_p), ("context", ctypes.c_uint64),
-                ("context_uid", ctypes.c_uint32), ("correlation_data", ctypes.c_void_p),
-                ("correlation", ctypes.c_uint32)]
-
-
-class Call:
-    """The enter and exit data of one fake driver call, kept alive while the C side reads them."""
-
-    def __init__(self, correlation: int, context: int = 0x1000, status: int = 0, params: bytes = b"\0" * 64):
-        self.params = ctypes.create_string_buffer(params, 64)
-        self.status = ctypes.c_int(status)
-        self.enter = CallbackData(0, None, ctypes.addressof(self.params), None, None, context, 7, None, correlation)
-        self.exit = CallbackData(1, None, ctypes.addressof(self.params), ctypes.addressof(self.status), None,
-                                 context, 7, None, correlation)
 
 
 @pytest.fixture()
@@ -198,7 +179,7 @@ DEADLOCK = textwrap.dedent("""
     sys.path.insert(0, {root!r})
     from ctxlab.tracing import native
     from ctxlab.tracing.tracer import Tracer
-    from tests.tracing.test_native_callback import Call
+    from tests.fake_cupti import Call
 
     t = Tracer(stacks=True)
     lib = native.load()
@@ -240,7 +221,7 @@ PYTHON_CALLBACK = textwrap.dedent("""
     import ctypes, sys, threading, time
     sys.path.insert(0, {root!r})
     from ctxlab.tracing import native
-    from tests.tracing.test_native_callback import Call
+    from tests.fake_cupti import Call
 
     lib = native.load()
     held = ctypes.PyDLL(lib._name)
