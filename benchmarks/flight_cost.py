@@ -79,11 +79,42 @@ def parent(folder: str) -> tuple[float, float, int]:
     from ctxlab.tracing.supervise import Ending, Supervised
 
     t = time.perf_counter()
-    flight = read_flight(FlightFiles(folder))
+    flight = read_flight(FlightFiles(folder), fold_records=True)  # as the audit reads it
     read = time.perf_counter() - t
     t = time.perf_counter()
     result = judge_run("loop", Supervised(ending=Ending("exit", 0), flight=flight, result={}, notes=[]), [])
     return read, time.perf_counter() - t, len(result.findings)
+
+
+def _judged_in_a_child(folder: str, n: int, profile: str | None) -> dict:
+    """Read and judge the recording in a fresh process: its times and its own peak memory (the recording was
+    written by another process, as the traced child writes it)."""
+    import subprocess
+
+    command = [sys.executable, os.path.abspath(__file__), "--judge", folder, str(n)]
+    if profile:
+        command += ["--profile", profile]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _judge_here(folder: str, n: int, profile: str | None) -> None:
+    from ctxlab.audit.run import _prepare
+
+    _prepare()  # what the audit imports while its child starts the program
+    read, judged, found = parent(folder)
+    if profile:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        parent(folder)
+        profiler.disable()
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
+        with open(profile, "w") as handle:
+            handle.write(out.getvalue())
+    print(json.dumps({"read_us_per_launch": round(read / n * 1e6, 2), "judge_us_per_launch": round(judged / n * 1e6, 2),
+                      "us_per_launch": round((read + judged) / n * 1e6, 2), "findings": found,
+                      "parent_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
 
 
 def main() -> None:
@@ -91,29 +122,34 @@ def main() -> None:
     parser.add_argument("--launches", type=int, nargs="+", default=[10_000, 50_000])
     parser.add_argument("--profile", default=None, help="write the profile of the largest run here")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--record", nargs=2, metavar=("FOLDER", "LAUNCHES"), help=argparse.SUPPRESS)
+    parser.add_argument("--judge", nargs=2, metavar=("FOLDER", "LAUNCHES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.record:
+        print(record(args.record[0], int(args.record[1])))
+        return
+    if args.judge:
+        _judge_here(args.judge[0], int(args.judge[1]), args.profile)
+        return
     rows = []
     for n in args.launches:
         with tempfile.TemporaryDirectory(prefix="ctxlab-flight-cost.") as folder:
-            records = record(folder, n)
-            read, judged, found = parent(folder)
-            if args.profile and n == max(args.launches):
-                profiler = cProfile.Profile()
-                profiler.enable()
-                parent(folder)
-                profiler.disable()
-                out = io.StringIO()
-                pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
-                with open(args.profile, "w") as handle:
-                    handle.write(out.getvalue())
-        rows.append({"launches": n, "records": records, "read_us_per_launch": round(read / n * 1e6, 2),
-                     "judge_us_per_launch": round(judged / n * 1e6, 2),
-                     "us_per_launch": round((read + judged) / n * 1e6, 2), "findings": found,
-                     "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)})
-        r = rows[-1]
-        print(f"{n:>9,} launches ({records:,} records): read {r['read_us_per_launch']} + judged "
-              f"{r['judge_us_per_launch']} = {r['us_per_launch']} us/launch, {found} findings, peak RSS "
-              f"{r['peak_rss_mib']} MiB")
+            import subprocess
+
+            t = time.perf_counter()
+            records = int(subprocess.run([sys.executable, os.path.abspath(__file__), "--record", folder, str(n)],
+                                         capture_output=True, text=True, check=True).stdout.split()[-1])
+            recorded = time.perf_counter() - t
+            from ctxlab.tracing.recorder import RECORDS
+
+            size = os.path.getsize(os.path.join(folder, RECORDS))
+            r = {"launches": n, "records": records, "recording_mib": round(size / 2**20, 1),
+                 "record_seconds": round(recorded, 1),
+                 **_judged_in_a_child(folder, n, args.profile if n == max(args.launches) else None)}
+        rows.append(r)
+        print(f"{n:>9,} launches ({records:,} records, {r['recording_mib']} MiB): read {r['read_us_per_launch']} + "
+              f"judged {r['judge_us_per_launch']} = {r['us_per_launch']} us/launch, {r['findings']} findings, "
+              f"the judging process's peak RSS {r['parent_peak_rss_mib']} MiB", flush=True)
     if args.json:
         environment = {"python": sys.version.split()[0], "machine": platform.machine(), "cpus": os.cpu_count()}
         with open(args.json, "w") as handle:

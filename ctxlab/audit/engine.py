@@ -234,6 +234,7 @@ class RunInfo:
     threads: dict[int, str] = field(default_factory=dict)  # OS thread id -> name
     seconds_inside: dict[int, float] = field(default_factory=dict)  # OS thread id -> seconds inside its open call
     pinned: dict[int, dict] = field(default_factory=dict)  # context -> the faulting launch a serialised re-run named
+    folded_by_thread: dict[int, int] = field(default_factory=dict)  # OS thread id -> its calls read as counts
 
 
 @dataclass

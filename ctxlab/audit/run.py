@@ -98,6 +98,7 @@ def _stream(sup: Supervised, forks: list[dict], pinned: dict | None = None) -> t
             info.threads.setdefault(note["tid"], str(note.get("name", "?")))
     if flight is not None:
         info.open_calls, info.kernels = flight.open_calls, flight.kernels
+        info.folded_by_thread = flight.folded_by_thread
         info.idents.update(flight.idents)
         info.threads.update(flight.threads)
         for call in flight.open_calls:
@@ -127,7 +128,8 @@ def _threads(stream: Stream) -> list[dict]:
         if not calls:
             continue
         last = calls[-1]
-        row = {"tid": tid, "thread": last.get("thread", "?"), "calls": len(calls),
+        folded = run.folded_by_thread.get(tid, 0) if run is not None else 0
+        row = {"tid": tid, "thread": last.get("thread", "?"), "calls": len(calls) + folded,
                "last_call": {"name": last.get("name"), "status": last.get("status"),
                              "location": (last.get("stack") or [None])[0]}}
         if tid in inside:
@@ -144,10 +146,14 @@ def judge_run(program: str, sup: Supervised, forks: list[dict], pinned: dict | N
     launches = {"driver": 0, "runtime": 0}
     for e in stream.calls:
         if e["domain"] in launches and e["name"].startswith(("cuLaunch", "cudaLaunch")) and "from" not in e:
-            launches[e["domain"]] += 1
+            launches[e["domain"]] += 1 + e.get("repeats", 0)
+    folded = flight.folded if flight is not None else {}
     stats = {**(sup.result.get("stats") or {}), **hooks.summary(), "launch_records": launches,
-             "api_calls": len(stream.calls), "forks": len(forks), "uncaught_exceptions": len(stream.exceptions),
+             "api_calls": len(stream.calls) + folded.get("calls", 0), "forks": len(forks),
+             "uncaught_exceptions": len(stream.exceptions),
              **(flight.counts if flight is not None else {"recording": sup.unreadable})}
+    if folded:
+        stats["folded"] = folded
     return AuditResult(program=program, exit_status=sup.ending.status, findings=findings, stats=stats, forks=forks,
                        exceptions=stream.exceptions, ending=sup.ending.as_dict(), probes=probes(stream),
                        threads=_threads(stream))
@@ -214,7 +220,7 @@ def _run(code, module, argv, timeout, stall, keep, env) -> tuple[Supervised, lis
     folder = keep or tempfile.mkdtemp(prefix="ctxlab-audit.")
     try:
         sup = run_supervised("observe", code, module, argv, timeout=timeout, stall=stall, env=env, keep=folder,
-                             observer=OBSERVER, prepare=_prepare)
+                             observer=OBSERVER, prepare=_prepare, fold=True)
         log = os.path.join(folder, FORKS)
         return sup, read_log(log) if os.path.exists(log) else []
     finally:

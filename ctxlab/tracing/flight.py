@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ctxlab.tracing import native
 from ctxlab.tracing.decode import Sources, events_of_rows
+from ctxlab.tracing.fold import fold
 from ctxlab.tracing.frames import is_user_file, shown
 from ctxlab.tracing.names import api_name
 from ctxlab.tracing.native import objects
@@ -80,6 +81,8 @@ class Flight:
     pid: int
     heartbeat: int  # the last record's end (records' clock)
     clock: tuple[int, int]  # one moment as (records' clock, wall clock ns)
+    folded: dict = field(default_factory=dict)  # what was folded into counts (``ctxlab.tracing.fold``), if asked
+    folded_by_thread: dict[int, int] = field(default_factory=dict)
 
     def wall(self, t: int) -> float:
         """A time on the records' clock as Unix time (s)."""
@@ -169,12 +172,17 @@ class _Maps:
         return seen
 
 
+_KINDS = {native.DOMAIN_DRIVER: "driver", native.DOMAIN_RUNTIME: "runtime"}
+
+
 def _named(table: dict, kind: str, value: int, fallback: str) -> str:
     return str(table.get(kind, {}).get(str(value)) or fallback)
 
 
-def read_flight(files: FlightFiles) -> Flight:
-    """Everything the recording holds now (the child may still be running: what it wrote so far)."""
+def read_flight(files: FlightFiles, fold_records: bool = False) -> Flight:
+    """Everything the recording holds now (the child may still be running: what it wrote so far). With
+    ``fold_records``, repeated queries and runs of identical launches are folded into counts
+    (``ctxlab.tracing.fold``): what judging needs, in memory bounded by what is kept."""
     try:
         with open(files.path(NAMES)) as handle:
             names = json.load(handle)
@@ -189,10 +197,10 @@ def read_flight(files: FlightFiles) -> Flight:
         if size == 0:
             raise FlightUnreadable("the flight recording is empty (the program ended before its tracer started)")
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return _read(data, names, files)
+            return _read(data, names, files, fold_records)
 
 
-def _read(data, names: dict, files: FlightFiles) -> Flight:
+def _read(data, names: dict, files: FlightFiles, fold_records: bool = False) -> Flight:
     import numpy
 
     head = header_of(data)
@@ -218,7 +226,21 @@ def _read(data, names: dict, files: FlightFiles) -> Flight:
     count = min(head["nrecords"], head["cap_records"])
     dtype = native.__getattr__("RECORD_DTYPE")
     rows = numpy.frombuffer(data, dtype=dtype, count=count, offset=head["off_records"])
-    events = events_of_rows(rows.tolist(), sources)  # plain ints: faster
+    folded = None
+    if fold_records:
+        def release(upto: int) -> None:  # the pages of records already read leave the parent's memory
+            end = (head["off_records"] + upto * dtype.itemsize) // mmap.PAGESIZE * mmap.PAGESIZE
+            if end > 0 and hasattr(data, "madvise"):
+                data.madvise(mmap.MADV_DONTNEED, 0, end)
+
+        folded = fold(rows, lambda domain, cbid: _named(names, _KINDS.get(domain, "resource"), cbid, ""),
+                      blob, release)
+        events = events_of_rows(rows[folded.kept].tolist(), sources)  # plain ints: faster
+        for index, event in zip(folded.kept.tolist(), events, strict=True):
+            if index in folded.repeats:
+                event["repeats"] = folded.repeats[index]
+    else:
+        events = events_of_rows(rows.tolist(), sources)
     del rows
     threads = dict(items.threads)
     for e in events:
@@ -239,9 +261,13 @@ def _read(data, names: dict, files: FlightFiles) -> Flight:
     counts = {"records": count, "stacks": min(head["nstacks"], head["cap_stacks"]),
               "dropped_records": head["dropped_records"], "dropped_stacks": head["dropped_stacks"],
               "dropped_bytes": head["dropped_bytes"], "kernels_named": len(items.kernels)}
+    if folded is not None and folded.total:
+        counts["folded"] = folded.total
     return Flight(events=events, threads=threads, idents=items.idents, ended=items.ended, kernels=items.kernels,
                   open_calls=open_calls, counts=counts, pid=head["pid"], heartbeat=head["heartbeat"],
-                  clock=(head["clock_records"], head["clock_wall"]))
+                  clock=(head["clock_records"], head["clock_wall"]),
+                  folded=folded.as_dict() if folded is not None else {},
+                  folded_by_thread=dict(folded.by_thread) if folded is not None else {})
 
 
 def _call_name(names: dict, domain: int, cbid: int) -> str:

@@ -199,7 +199,8 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 def run_supervised(mode: str, code: str | None = None, module: str | None = None, argv: list[str] | None = None, *,
                    calls: str = "context", timeout: float = DEFAULT_TIMEOUT_S, stall: float = DEFAULT_STALL_S,
                    env: dict[str, str] | None = None, keep: str | None = None,
-                   observer: str | None = None, prepare: Callable[[], None] | None = None) -> Supervised:
+                   observer: str | None = None, prepare: Callable[[], None] | None = None,
+                   fold: bool = False) -> Supervised:
     """Run the program in a child (mode ``trace``; ``observe``: under ``observer``, a "module:function" of a higher
     layer that runs it into the flight recorder, as the audit's does; ``run``: untraced); what its recording holds
     however it ended. Raises TraceUnavailable when the child's tracer could not start, FileNotFoundError for a
@@ -208,7 +209,7 @@ def run_supervised(mode: str, code: str | None = None, module: str | None = None
     ``timeout``/``stall`` 0: no limit. ``env``: variables set for the program (CUDA_LAUNCH_BLOCKING=1 to pin a
     sticky error). ``keep``: a folder to keep the recording in (else a temporary one, removed). ``prepare``: what
     the parent does while the child starts (importing what it judges with, so that its time hides behind the
-    child's)."""
+    child's). ``fold``: repeated queries and runs of identical launches are read as counts (``read_flight``)."""
     if code is None and module is None and argv and not os.path.isfile(argv[0]):
         raise FileNotFoundError(2, "No such file", argv[0])
     folder = keep or tempfile.mkdtemp(prefix="ctxlab-flight.")
@@ -218,7 +219,7 @@ def run_supervised(mode: str, code: str | None = None, module: str | None = None
         json.dump({"mode": mode, "code": code, "module": module, "argv": list(argv or ()), "calls": calls,
                    "tracer": TRACER, "observer": observer}, handle)
     try:
-        done = _supervise(files, timeout, stall, env, prepare)
+        done = _supervise(files, timeout, stall, env, prepare, fold)
         if done.result.get("unavailable"):
             from ctxlab.tracing.tracer import TraceUnavailable
 
@@ -230,12 +231,12 @@ def run_supervised(mode: str, code: str | None = None, module: str | None = None
 
 
 def _supervise(files: FlightFiles, timeout: float, stall: float, env: dict[str, str] | None,
-               prepare: Callable[[], None] | None = None) -> Supervised:
+               prepare: Callable[[], None] | None = None, fold: bool = False) -> Supervised:
     started = time.monotonic()
     child = subprocess.Popen(child_command(files.folder), env=child_env(env), start_new_session=True)
     restore = _pass_on_termination(child)
     try:
-        return _watch(child, files, started, timeout, stall, prepare)
+        return _watch(child, files, started, timeout, stall, prepare, fold)
     finally:
         restore()
         if child.poll() is None:  # the parent leaves (an error, an interrupt outside the wait): so does the child
@@ -270,7 +271,7 @@ def _pass_on_termination(child: subprocess.Popen) -> Callable[[], None]:
 
 
 def _watch(child: subprocess.Popen, files: FlightFiles, started: float, timeout: float, stall: float,
-           prepare: Callable[[], None] | None) -> Supervised:
+           prepare: Callable[[], None] | None, fold: bool = False) -> Supervised:
     if prepare is not None:
         prepare()
     how, sent, stopped_calls = "exit", None, []
@@ -324,7 +325,7 @@ def _watch(child: subprocess.Popen, files: FlightFiles, started: float, timeout:
                     program_ended=bool(result), detail=_detail(how, timeout, stall, sent, bool(result)))
     flight, unreadable = None, ""
     try:
-        flight = read_flight(files)
+        flight = read_flight(files, fold)
     except FlightUnreadable as exc:
         unreadable = str(exc)
     return Supervised(ending=ending, flight=flight, result=result, notes=_notes(files.path(NOTES)),
