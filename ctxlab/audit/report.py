@@ -40,8 +40,11 @@ def summary_line(result) -> str:
     counts = result.counts()
     probes = sum(p.get("count", 0) for p in result.probes)
     probed = f", {probes} library probe(s) handled" if probes else ""
+    folded = (result.stats or {}).get("folded") or {}
+    counted = (f", {folded['calls']} repeated call(s) judged as counts (the last {folded.get('tail_kept', '?')} of "
+               f"each thread kept whole)") if folded.get("calls") else ""
     return (f"ctxlab audit: {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info"
-            f"{probed}; {ending_text(result)}")
+            f"{probed}{counted}; {ending_text(result)}")
 
 
 def render(result, fmt: str, screen: Screen | None = None) -> str:

@@ -179,10 +179,11 @@ def _named(table: dict, kind: str, value: int, fallback: str) -> str:
     return str(table.get(kind, {}).get(str(value)) or fallback)
 
 
-def read_flight(files: FlightFiles, fold_records: bool = False) -> Flight:
+def read_flight(files: FlightFiles, fold_records: bool = False, breaks: list[int] | None = None) -> Flight:
     """Everything the recording holds now (the child may still be running: what it wrote so far). With
     ``fold_records``, repeated queries and runs of identical launches are folded into counts
-    (``ctxlab.tracing.fold``): what judging needs, in memory bounded by what is kept."""
+    (``ctxlab.tracing.fold``): what judging needs, in memory bounded by what is kept; ``breaks``, the sorted
+    times of events noted apart from the records, end runs of launches."""
     try:
         with open(files.path(NAMES)) as handle:
             names = json.load(handle)
@@ -197,10 +198,11 @@ def read_flight(files: FlightFiles, fold_records: bool = False) -> Flight:
         if size == 0:
             raise FlightUnreadable("the flight recording is empty (the program ended before its tracer started)")
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return _read(data, names, files, fold_records)
+            return _read(data, names, files, fold_records, breaks)
 
 
-def _read(data, names: dict, files: FlightFiles, fold_records: bool = False) -> Flight:
+def _read(data, names: dict, files: FlightFiles, fold_records: bool = False, breaks: list[int] | None = None
+          ) -> Flight:
     import numpy
 
     head = header_of(data)
@@ -234,8 +236,8 @@ def _read(data, names: dict, files: FlightFiles, fold_records: bool = False) -> 
                 data.madvise(mmap.MADV_DONTNEED, 0, end)
 
         folded = fold(rows, lambda domain, cbid: _named(names, _KINDS.get(domain, "resource"), cbid, ""),
-                      blob, release)
-        events = events_of_rows(rows[folded.kept].tolist(), sources)  # plain ints: faster
+                      blob, release, numpy.asarray(breaks or [], dtype=numpy.uint64))
+        events = events_of_rows(_gather(rows, folded.kept, release), sources)
         for index, event in zip(folded.kept.tolist(), events, strict=True):
             if index in folded.repeats:
                 event["repeats"] = folded.repeats[index]
@@ -268,6 +270,20 @@ def _read(data, names: dict, files: FlightFiles, fold_records: bool = False) -> 
                   clock=(head["clock_records"], head["clock_wall"]),
                   folded=folded.as_dict() if folded is not None else {},
                   folded_by_thread=dict(folded.by_thread) if folded is not None else {})
+
+
+def _gather(rows, kept, release, chunk: int = 1 << 18) -> list[tuple]:
+    """The kept rows as tuples of plain ints (faster to read than numpy scalars), a chunk of the recording
+    at a time (indexing the whole mapped array at once reads every page of it)."""
+    import numpy
+
+    out: list[tuple] = []
+    for lo in range(0, len(rows), chunk):
+        at = kept[numpy.searchsorted(kept, lo):numpy.searchsorted(kept, lo + chunk)]
+        if len(at):
+            out.extend(rows[lo:lo + chunk][at - lo].tolist())
+        release(min(len(rows), lo + chunk))
+    return out
 
 
 def _call_name(names: dict, domain: int, cbid: int) -> str:

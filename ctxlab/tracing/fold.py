@@ -14,7 +14,8 @@ the others; nothing a rule reads is in them:
   waited for or synchronised, so the later one touches the same memory on the same stream with the same
   ordering, and is the one every later operation is measured against. A launch on the NULL, legacy or
   per-thread stream synchronises implicitly with other streams' work, so a run ends where such a launch
-  follows one on another stream (or context), or is followed by one.
+  follows one on another stream (or context), or is followed by one. Events recorded apart from the records
+  (a library allocator's allocations and frees, which the child notes) end a run where they fall.
 - the last ``TAIL`` records of every thread are kept whole, for the crash and hang reports.
 
 The kept launch says how many it stands for (``repeats``); the counts go by call and by thread.
@@ -33,7 +34,7 @@ from ctxlab.tracing.fields import named_args
 from ctxlab.tracing.names import api_name
 
 TAIL = 64
-CHUNK = 1 << 20
+CHUNK = 1 << 18  # records a pass reads at a time (27 MiB of them): bounds the columns made from them
 # Calls that read state and change none (public names; prefixes cover _v2 forms). Their successes order
 # nothing: cuStreamQuery and cuEventQuery are not here.
 PURE_QUERIES = (
@@ -105,10 +106,12 @@ def _mix(columns: list) -> Any:
 
 
 def fold(records, name_of: Callable[[int, int], str], blob_of: Callable[[int, int], bytes],
-         done: Callable[[int], None] | None = None) -> Folded:
+         done: Callable[[int], None] | None = None, breaks=None) -> Folded:
     """The records of a recording (numpy array of ``native.RECORD_DTYPE``) to keep. ``name_of(domain, cbid)``
     gives a function's raw name, ``blob_of(at, length)`` a record's kept bytes; ``done(i)`` is told when the
-    records before ``i`` have been read (the caller may release their pages)."""
+    records before ``i`` have been read, in each of the two passes (the caller may release their pages).
+    ``breaks``: the sorted times (records' clock) of events recorded apart from the records, such as a library
+    allocator's frees the child noted: a run of launches ends at each of them."""
     import numpy as np
 
     n = len(records)
@@ -117,6 +120,8 @@ def fold(records, name_of: Callable[[int, int], str], blob_of: Callable[[int, in
         tids, counts = np.unique(records["tid"][lo:lo + CHUNK], return_counts=True)
         for tid, count in zip(tids.tolist(), counts.tolist(), strict=True):
             totals[tid] = totals.get(tid, 0) + count
+        if done is not None:
+            done(min(n, lo + CHUNK))
     kinds: dict[int, tuple[int, int]] = {}
     seen: set[int] = set()
     base = dict.fromkeys(totals, 0)
@@ -126,6 +131,7 @@ def fold(records, name_of: Callable[[int, int], str], blob_of: Callable[[int, in
     sig_parts: list = []
     stream_parts: list = []  # (stream, context) of each kept record, hashed
     special_parts: list = []  # its stream synchronises implicitly
+    start_parts: list = []
     key_parts: list = []  # domain << 32 | cbid of each kept record
     tid_parts: list = []
     for lo in range(0, n, CHUNK):
@@ -140,6 +146,9 @@ def fold(records, name_of: Callable[[int, int], str], blob_of: Callable[[int, in
                 kinds[k] = kind_of(domain, name_of(domain, cbid)) if domain != native.DOMAIN_RESOURCE else (KEEP, -1)
             table.append(kinds[k])
         kind = np.array([t[0] for t in table], dtype=np.int8)[inverse]
+        # a _ptsz/_ptds launch's NULL stream is its thread's own, not the legacy stream
+        per_thread = np.array([k >> 32 != native.DOMAIN_RESOURCE and _per_thread(name_of(k >> 32, k & 0xFFFFFFFF))
+                               for k in keys.tolist()], dtype=bool)[inverse]
         stream_at = np.array([t[1] for t in table], dtype=np.int8)[inverse]
         tail = _tail(chunk["tid"], base, totals)
         ok = (chunk["status"] == 0) & ~tail
@@ -173,7 +182,10 @@ def fold(records, name_of: Callable[[int, int], str], blob_of: Callable[[int, in
         key_parts.append(key[kept_here])
         tid_parts.append(chunk["tid"][kept_here])
         sig_parts.append(signature[kept_here])
-        stream_parts.append(_mix([streams[kept_here], chunk["context"][kept_here]]))
+        own = per_thread | (streams == 2)  # a thread's own stream: the thread is part of its name
+        stream_parts.append(_mix([streams[kept_here], chunk["context"][kept_here], per_thread[kept_here],
+                                  np.where(own, chunk["tid"], 0)[kept_here]]))
+        start_parts.append(chunk["start"][kept_here])
         special_parts.append(streams[kept_here] <= _SPECIAL_STREAMS)
         if done is not None:
             done(lo + m)
@@ -183,18 +195,28 @@ def fold(records, name_of: Callable[[int, int], str], blob_of: Callable[[int, in
     kept = np.concatenate(kept_parts)
     is_launch = np.concatenate(launch_parts)
     drop = _fold_runs(out, kept, is_launch, np.concatenate(sig_parts),
-                      _runs(is_launch, np.concatenate(stream_parts), np.concatenate(special_parts)))
+                      _runs(is_launch, np.concatenate(stream_parts), np.concatenate(special_parts),
+                            np.concatenate(start_parts), breaks))
     _count(out, np.concatenate(key_parts)[drop], np.concatenate(tid_parts)[drop], name_of)
     out.kept = kept[~drop]
     return out
 
 
-def _runs(is_launch, stream, special):
+def _per_thread(raw: str) -> bool:
+    """A function whose NULL stream is the calling thread's per-thread stream (``_ptsz``, ``_ptds`` forms)."""
+    return "_ptsz" in raw or "_ptds" in raw
+
+
+def _runs(is_launch, stream, special, starts, breaks):
     """A run number for each kept record: launches with nothing else between them share one, unless a launch on
-    a stream that synchronises implicitly meets one on another stream (or context) beside it."""
+    a stream that synchronises implicitly meets one on another stream (or context) beside it, or an event
+    recorded apart (``breaks``) falls between two of them."""
     import numpy as np
 
     start = ~is_launch
+    if breaks is not None and len(breaks) and len(is_launch) > 1:  # an event recorded apart between two
+        before = np.searchsorted(breaks, starts, side="right")
+        start[1:] |= before[1:] != before[:-1]
     if len(is_launch) > 1:
         changed = (stream[1:] != stream[:-1]) & (special[1:] | special[:-1])
         start[1:] |= is_launch[1:] & is_launch[:-1] & changed

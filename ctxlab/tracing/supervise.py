@@ -324,11 +324,12 @@ def _watch(child: subprocess.Popen, files: FlightFiles, started: float, timeout:
     ending = Ending(how=how, exit_status=exit_status, signal=sent, seconds=seconds,
                     program_ended=bool(result), detail=_detail(how, timeout, stall, sent, bool(result)))
     flight, unreadable = None, ""
+    notes = _notes(files.path(NOTES))
     try:
-        flight = read_flight(files, fold)
+        flight = read_flight(files, fold, breaks=_noted_times(notes) if fold else None)
     except FlightUnreadable as exc:
         unreadable = str(exc)
-    return Supervised(ending=ending, flight=flight, result=result, notes=_notes(files.path(NOTES)),
+    return Supervised(ending=ending, flight=flight, result=result, notes=notes,
                       fatal=read_dumps(files.path(FATAL)), dumps=read_dumps(files.path(DUMP)),
                       stopped_calls=stopped_calls, unreadable=unreadable, folder=files.folder, ended_at=ended_at,
                       os_threads=names.names, os_stacks=names.stacks)
@@ -406,6 +407,16 @@ def _notes(path: str) -> list[dict]:
     except OSError:
         pass
     return out
+
+
+def _noted_times(notes: list[dict]) -> list[int]:
+    """When each event the child noted apart from the records happened (records' clock), in order."""
+    times = []
+    for n in notes:
+        event = n.get("event") if n.get("kind") == "event" else None
+        if isinstance(event, dict) and isinstance(event.get("start"), int):
+            times.append(event["start"])
+    return sorted(times)
 
 
 def _readers() -> None:

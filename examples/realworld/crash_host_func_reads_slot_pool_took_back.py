@@ -20,7 +20,9 @@ cudaLaunchHostFunc that queued the host function). Ends by SIGSEGV.
 
 The program, not the expectation, was corrected after the first wave-5 audit on an H100: it read the slot with
 ctypes.string_at, which for a null pointer makes a 16-byte bytes object without reading anything, so the
-program ended normally. It now reads through a ctypes array placed at the slot's address, which does read.
+program ended normally. It then read through a ctypes array placed at the slot's address; the second H100
+audit showed that this too read no memory at address 0 (it printed bytes of a Python object and ended
+normally). It now copies the header out with ctypes.memmove (C's memmove), which reads the address it is given.
 """
 
 import ctypes
@@ -65,8 +67,9 @@ def grab(pool: StagingPool, stream, frame, ready, keep: list) -> None:
     check(driver.cuMemcpyDtoHAsync(slot.ptr, frame, SLOT_BYTES, stream), "cuMemcpyDtoHAsync")
 
     def on_downloaded(_user) -> int:
-        header = (ctypes.c_char * 16).from_address(slot.ptr).raw  # HAZARD: program-crashed
-        print(f"frame header {header.hex()}", flush=True)
+        header = ctypes.create_string_buffer(16)
+        ctypes.memmove(header, slot.ptr, 16)  # HAZARD: program-crashed
+        print(f"frame header {header.raw.hex()}", flush=True)
         return 0
 
     callback = HOST_FN(on_downloaded)

@@ -116,3 +116,14 @@ def test_the_table_fits_the_screen_and_colours_severity_only_where_it_may():
     assert len(wide.splitlines()) < len(render_table(result(), Screen(width=60)).splitlines())
     coloured = render_table(result(), Screen(width=80, colour=True))
     assert "\x1b[1;97;41mERROR" in coloured  # an error stands out
+
+
+def test_the_summary_line_says_how_many_repeated_calls_were_judged_as_counts():
+    from ctxlab.audit.report import summary_line
+
+    plain = result()
+    assert "judged as counts" not in summary_line(plain)
+    plain.stats = {"folded": {"calls": 12345, "by_call": {"cuCtxGetCurrent": 12345}, "tail_kept": 64}}
+    line = summary_line(plain)
+    assert "12345 repeated call(s) judged as counts (the last 64 of each thread kept whole)" in line
+    assert " ".join(line.split()) in " ".join(render_table(plain).split())  # wrapped to the screen
