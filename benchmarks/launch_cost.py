@@ -1,6 +1,8 @@
 """What each tool adds per kernel launch, side by side in one run: plain, ``ctxlab trace``, ``ctxlab audit`` (and
 the audit with its older stack path, ``CTXLAB_STACKS=snapshot``), the PyTorch profiler with CUDA activities,
-and compute-sanitizer, on a CuPy launch loop and a PyTorch op loop.
+and compute-sanitizer, on a CuPy launch loop and a PyTorch op loop; and ``cupti-dispatch``, a trace whose
+callback returns at once (``CTXLAB_CALLBACK=off``): what CUPTI itself costs before ctxlab's callback does
+anything.
 
     python benchmarks/launch_cost.py [--launches N] [--repeats R] [--libraries cupy,torch] [--tools T,...]
                                      [--json FILE]
@@ -55,13 +57,15 @@ else:
     seconds = loop()
 print(f"loop {seconds / launches * 1e6:.3f} us/launch", flush=True)
 """
-TOOLS = ("plain", "trace", "audit", "audit-snapshot", "torch.profiler", "compute-sanitizer")
+TOOLS = ("plain", "cupti-dispatch", "trace", "audit", "audit-snapshot", "torch.profiler", "compute-sanitizer")
 
 
 def command(tool: str, script: str, launches: int, library: str) -> tuple[list[str], dict]:
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     program = [script, str(launches), library]
-    if tool == "trace":
+    if tool in ("trace", "cupti-dispatch"):
+        if tool == "cupti-dispatch":  # CUPTI calls ctxlab's callback, which returns at once: CUPTI's own cost
+            env["CTXLAB_CALLBACK"] = "off"
         return [sys.executable, "-m", "ctxlab", "trace", "-o", os.devnull, "--", *program], env
     if tool in ("audit", "audit-snapshot"):
         if tool == "audit-snapshot":

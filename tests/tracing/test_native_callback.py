@@ -342,3 +342,32 @@ def test_every_launch_keeps_its_arguments_once_per_distinct_bytes(launches):
     assert [(i, len(raw)) for i, raw in kept] == [(0, 32), (1, 32)]  # the 4-byte int is not an address
     assert arguments(events[2]["arguments"])[0][1] == carray(0x7F20)
     assert kept[0][1] == carray(0x7F00) and events[1]["stack"]  # a launch the pointer rule may report
+
+
+def test_a_forked_child_records_its_calls_under_its_own_thread_id(tracer):
+    """The callback asks the kernel for a thread's id once and keeps it; a forked child's one thread is a new
+    thread of the kernel's, so the id the forking thread kept must not follow it into the child."""
+    _t, lib = tracer
+    call(lib, 5, Call(1))  # the parent's id is now kept on this thread
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: one call, then the id its record carries
+        try:
+            os.close(read)
+            lib.ctxlab_set_active(1)
+            before = lib.ctxlab_pending_records()  # the parent's, copied into the child at the fork
+            call(lib, 5, Call(2))
+            count = lib.ctxlab_pending_records()
+            buffer = (ctypes.c_char * (native.RECORD_DTYPE.itemsize * count))()
+            taken = lib.ctxlab_take_records(buffer, count)
+            import numpy
+
+            rows = numpy.frombuffer(bytes(buffer), dtype=native.RECORD_DTYPE, count=taken)[before:]
+            os.write(write, f"{os.getpid()} {' '.join(str(int(t)) for t in rows['tid'])}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as handle:
+        reported = handle.read().split()
+    os.waitpid(pid, 0)
+    assert reported[0] == str(pid) and reported[1:] == [str(pid)]  # the child's id, not the parent's

@@ -145,6 +145,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "ctxlab_served": (i32, [u32]),
         "ctxlab_callback": (None, [vp, u32, u32, vp]),
         "ctxlab_test_call_holding_lock": (None, [u32, u32, vp, vp, i32]),
+        "ctxlab_test_repeat": (None, [u32, u32, vp, vp, ctypes.c_uint64]),
         "ctxlab_test_call_other_holding_lock": (None, [vp, u32, u32, vp, vp, i32]),
         "ctxlab_test_take_lock": (None, []),
         "ctxlab_flight_open": (i32, [ctypes.c_char_p, u64, u64, u64]),

@@ -171,6 +171,7 @@ static __thread struct {
     uint32_t slot, slot_gen; /* this thread's slot in the flight recorder (index + 1), of which opening */
     uint64_t last_sig;       /* the frames of this thread's last walked stack, hashed, and its id: a loop */
     uint32_t last_stack, last_gen; /* that calls from one line reuses the stack instead of naming it again */
+    uint32_t tid;            /* this thread's id, asked of the kernel once (a syscall per call cost the most) */
     frame_t frames[MAX_DEPTH];
 } ts;
 
@@ -186,7 +187,11 @@ static int first_of_kind(uint32_t domain, uint32_t cbid, uint64_t context) {
     return 1;
 }
 
-static uint32_t gettid_(void) { return (uint32_t)syscall(SYS_gettid); }
+static uint32_t gettid_(void) {
+    /* once per thread: a forked child's one thread forgets it (after_fork_in_child), a new thread starts at 0 */
+    if (!ts.tid) ts.tid = (uint32_t)syscall(SYS_gettid);
+    return ts.tid;
+}
 
 static uint64_t now(void) {
     uint64_t t = 0;
@@ -1246,6 +1251,7 @@ void ctxlab_reset(void) {
 }
 
 static void after_fork_in_child(void) {
+    ts.tid = 0;  /* the forking thread's id was the parent's */
     /* another thread of the parent may have held a mutex at the fork: new ones; no stack thread here */
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t fresh_cv = PTHREAD_COND_INITIALIZER;
@@ -1291,4 +1297,14 @@ void ctxlab_test_call_other_holding_lock(void *callback, uint32_t domain, uint32
 void ctxlab_test_take_lock(void) {
     pthread_mutex_lock(&test_lock);
     pthread_mutex_unlock(&test_lock);
+}
+
+/* ---------------------------------------------------------------- for the cost benchmark: one call's enter and
+   exit made n times in C, so that what is timed is the callback's own work (benchmarks/callback_cost.py) */
+
+void ctxlab_test_repeat(uint32_t domain, uint32_t cbid, const void *enter, const void *exit_, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++) {
+        ctxlab_callback(NULL, domain, cbid, enter);
+        ctxlab_callback(NULL, domain, cbid, exit_);
+    }
 }
