@@ -93,6 +93,8 @@ OTHER_KINDS = {
         lambda d: {"programs", "audited", "exact", "hazards_exact", "clean_exact", "extras"} <= d.keys(),
     "benchmark figures: judging a synthetic launch loop on the CPU (benchmarks/judge_cost.py)":
         lambda d: set(d) == {"environment", "rows"} and all("us_per_launch" in r for r in d["rows"]),
+    "benchmark figures: the C callback's own cost per call, without CUPTI (benchmarks/callback_cost.py)":
+        lambda d: set(d) == {"environment", "rows"} and all("ns_per_call" in r for r in d["rows"]),
     "benchmark figures: a launch's cost under each tool, side by side (benchmarks/launch_cost.py)":
         lambda d: {"environment", "measures"} <= d.keys(),
     "compute-sanitizer on examples/realworld, and beside the audit's score (benchmarks/realworld_sanitizer.py)":
