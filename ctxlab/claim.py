@@ -9,7 +9,9 @@ so it can never state a conclusion the values did not decide.
 
 What cannot be judged is said, never hidden: a judge that raises, or a promise
 whose observation is missing, gives ``error``; a claim whose scenarios were not
-selected, or recorded why they could not run, gives ``skipped`` with the reason.
+selected, or recorded why they could not run, gives ``skipped`` with the reason, and keeps the reason's
+structure (``ctxlab.records.skips``: its kind and that kind's fields) in the result's ``skip``; given the run's
+environment record, ``judge`` makes ``error`` of a skip that record contradicts.
 A promise may name a ``precondition`` (a predicate over the same facts) under
 which alone it promises anything: where its expectation holds but the
 precondition did not, the verdict is ``skipped`` (never ``holds``), and the
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxlab.levels import FULL, default_level, unjudged_reason
+from ctxlab.records import skips
 from ctxlab.records.model import ClaimResult, Observation
 from ctxlab.records.schema import KINDS, SILENT_WRONG
 
@@ -37,7 +40,13 @@ class MissingObservation(LookupError):
 
 
 class Inapplicable(Exception):
-    """The run was made so that this claim cannot be decided (untraced, a runtime too old): skipped, with why."""
+    """The run was made so that this claim cannot be decided (untraced, a runtime too old): skipped, with why.
+    ``skip``: the structured reason a scenario recorded for it (a library's, ``ctxlab.records.skips``), where it
+    recorded one; else the skip's kind is ``inapplicable``."""
+
+    def __init__(self, why: str, skip: Mapping[str, Any] | None = None):
+        super().__init__(why)
+        self.skip = skips.structure_of(skip) or {"kind": "inapplicable"}
 
 
 @dataclass(frozen=True)
@@ -87,42 +96,52 @@ class Claim:
                level: int = FULL) -> ClaimResult:
         """Judge over ``observations``; ``ran`` names the scenarios this run included (None: all); a run at a
         ``level`` below the claim's own does not judge it (``unjudged``, with the reason)."""
+        skip: dict | None
         if self.lowest_level > level:
-            verdict, evidence = "unjudged", unjudged_reason(self.lowest_level, level)
+            evidence = unjudged_reason(self.lowest_level, level)
+            verdict, skip = "unjudged", skips.structure_of(skips.level(self.lowest_level, level, evidence))
         else:
-            verdict, evidence = self._judge(observations, ran)
-        return ClaimResult(self.id, self.statement, self.source, verdict, evidence, self.kind)
+            verdict, evidence, skip = self._judge(observations, ran)
+        return ClaimResult(self.id, self.statement, self.source, verdict, evidence, self.kind, skip)
 
-    def _judge(self, observations: Observations, ran: Collection[str] | None) -> tuple[str, str]:
+    def _judge(self, observations: Observations, ran: Collection[str] | None) -> tuple[str, str, dict | None]:
+        """The verdict, its evidence, and for a skip its structured reason (None where a scenario recorded its
+        reason as text alone, as older recordings did)."""
         if ran is not None and not set(self.scenarios) & set(ran):
-            return "skipped", f"not run: none of its scenarios ({', '.join(self.scenarios)}) was selected"
+            unselected = skips.not_selected(self.scenarios)
+            return "skipped", unselected["why"], skips.structure_of(unselected)
         for scenario in self.scenarios:
             reasons = select(observations, "skipped", scenario)
             if reasons:
-                return "skipped", f"{scenario}: {reasons[0].value}"
+                value = reasons[0].value
+                return "skipped", f"{scenario}: {skips.text_of(value)}", skips.structure_of(value)
         try:
             facts = self.facts(observations)
             evidence = self.evidence.format(**facts)
             if self.expect is None:
-                return "observed", evidence
+                return "observed", evidence, None
             kept = bool(self.expect(facts))
             if kept and self.precondition is not None and not self.precondition(facts):
-                return "skipped", f"precondition not met: {self.unmet.format(**facts)}; seen: {evidence}"
+                why = f"precondition not met: {self.unmet.format(**facts)}; seen: {evidence}"
+                return "skipped", why, skips.structure_of(skips.precondition(why))
         except Inapplicable as exc:
-            return "skipped", str(exc)
+            return "skipped", str(exc), exc.skip
         except MissingObservation as exc:
-            return "error", f"missing observation: {exc}"
+            return "error", f"missing observation: {exc}", None
         except Exception as exc:  # the judge broke: say so, never hide it
-            return "error", f"the judge raised {type(exc).__name__}: {exc}"
+            return "error", f"the judge raised {type(exc).__name__}: {exc}", None
         if kept:
-            return "holds", evidence
-        return ("fails" if self.kind == "promise" else "changed"), evidence
+            return "holds", evidence, None
+        return ("fails" if self.kind == "promise" else "changed"), evidence, None
 
 
-def judge(claims: Iterable[Claim], observations: Observations,
-          ran: Collection[str] | None = None, level: int = FULL) -> tuple[ClaimResult, ...]:
-    """Every claim's verdict (at a check ``level``); one claim's error never stops the others."""
-    return tuple(claim.result(observations, ran, level) for claim in claims)
+def judge(claims: Iterable[Claim], observations: Observations, ran: Collection[str] | None = None,
+          level: int = FULL, environment: Mapping[str, Any] | None = None, gpus: int = 1) -> tuple[ClaimResult, ...]:
+    """Every claim's verdict (at a check ``level``); one claim's error never stops the others. Given the run's
+    ``environment`` record and the GPUs its lab needs (``Lab.gpus``), a skip whose structured reason that record
+    contradicts is ``error`` (``ctxlab.records.skips.confirmed``): the reason's text is not taken on trust."""
+    results = tuple(claim.result(observations, ran, level) for claim in claims)
+    return results if environment is None else skips.confirmed(results, environment, gpus, level)
 
 
 # ---------------------------------------------------------------- reading observations

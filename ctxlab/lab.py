@@ -207,6 +207,9 @@ class Lab:
     scenarios: Callable[[Any], list[Scenario]]  # options -> the scenarios to run
     views: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # step tables: kind -> columns
     needs_gpu: bool = True  # False only for the test suite's stand-in labs
+    # The GPUs the lab needs (peer: 2): a skip for want of GPUs must name this count, and is checked against the
+    # count the run's environment records (ctxlab.records.skips); a one-GPU lab cannot skip for want of two.
+    gpus: int = 1
     # What a shared child checks between two SHARED scenarios (harness.batch); the test suite's stand-in labs,
     # which have no GPU, name their own.
     clean_check: str = "ctxlab.harness.batch:cuda_problems"

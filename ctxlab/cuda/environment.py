@@ -145,6 +145,7 @@ def capture(device: int = 0) -> dict:
         "runtime_versions": runtimes,
         "gpu": info["name"],
         "device": device,
+        "gpu_count": device_count(),  # what a skip for want of GPUs is checked against (ctxlab.records.skips)
         "compute_capability": info["compute_capability"],
         "gpu_uuid": gpu_uuid(device),
         "cupy": package_version(cupy_distribution() or "cupy"),

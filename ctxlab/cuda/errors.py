@@ -80,12 +80,15 @@ def check(result, call: str | None = None):
 
 
 def from_exception(exc: BaseException, call: str | None = None) -> CudaError | None:
-    """A CudaError for an exception raised by CuPy's runtime or driver layer; None for others."""
+    """A CudaError for an exception raised by CuPy's runtime or driver layer; None for others (a type of the same
+    name that is not CuPy's own, a lab's or a mock's, among them: ``ctxlab.cuda.origin``)."""
     if isinstance(exc, CudaError):
         return exc
     status = getattr(exc, "status", None)
     kind = type(exc).__name__
     if status is None or kind not in ("CUDARuntimeError", "CUDADriverError", "NVRTCError"):
+        return None
+    if type(exc).__module__.split(".")[0] not in ("cupy_backends", "cupy"):
         return None
     try:
         if kind == "CUDARuntimeError":

@@ -3,9 +3,12 @@
 Calls expected to fail, or in undefined-behaviour territory, are recorded
 rather than raised. A CUDA status keeps its NAME (``CUDA_ERROR_INVALID_CONTEXT``,
 ``cudaErrorInvalidValue``), whichever library raised it (cuda.bindings through
-``errors.check``, CuPy's runtime, driver or NVRTC layer); anything else reads
-``TypeName: message``. A call whose right answer is known is ``correct`` or,
-when it returned a wrong value without an error, ``silent-wrong-result``.
+``errors.check``, CuPy's runtime, driver or NVRTC layer); any other exception says
+where it came from (``ctxlab.cuda.origin``, by its type and the place that raised it,
+not its message): ``TypeName (STATUS): message`` from another library's CUDA error
+path, ``TypeName: message`` for one of Python's own (a lab's bug), ``TypeName (not a
+CUDA error): message`` for any other. A call whose right answer is known is
+``correct`` or, when it returned a wrong value without an error, ``silent-wrong-result``.
 """
 
 from __future__ import annotations
@@ -14,13 +17,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ctxlab.cuda.errors import CudaError, from_exception
+from ctxlab.cuda.origin import outcome_text
 from ctxlab.records.schema import SILENT_WRONG
 
 
 def status_name(exc: BaseException) -> str:
-    """The CUDA status name of a library error, or ``TypeName: message`` for anything else."""
-    err = from_exception(exc)
-    return err.name if err else f"{type(exc).__name__}: {exc}"
+    """The CUDA status name of a library error, or the exception with its origin (``origin.outcome_text``)."""
+    return outcome_text(exc)
 
 
 def outcome(fn: Callable[..., Any], *args: Any, call: str | None = None) -> dict:

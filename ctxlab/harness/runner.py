@@ -225,10 +225,12 @@ def assemble(planned: LabPlan, environment: dict, results: list[JobResult]) -> L
                 errors.append({"scenario": job.label, **out.to_dict()})
     ran = [s.name for s in planned.scenarios]
     lab = planned.lab
+    environment = {**environment, "ctxlab": __version__}  # which judges gave these verdicts
+    # Each skip is checked against the run's own environment record and the GPUs the lab needs.
+    claims = judge(lab.claims, observations, ran, planned.options.level, environment=environment, gpus=lab.gpus)
     return LabResult(lab=lab.name, started=planned.started, seconds=time.perf_counter() - planned.t0,
-                     environment={**environment, "ctxlab": __version__},  # which judges gave these verdicts
-                     options=planned.options.to_dict(), observations=tuple(observations),
-                     claims=judge(lab.claims, observations, ran, planned.options.level), errors=tuple(errors),
+                     environment=environment, options=planned.options.to_dict(), observations=tuple(observations),
+                     claims=claims, errors=tuple(errors),
                      metrics=metrics,
                      timings=timings, views=dict(lab.views), flags=tuple(silent_wrong_flags(observations)),
                      isolation=isolation_record(planned, results))

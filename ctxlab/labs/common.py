@@ -11,6 +11,8 @@ from ctxlab.cuda import driver as drv
 from ctxlab.cuda import green as greens
 from ctxlab.harness.isolate import run_isolated
 from ctxlab.harness.recorder import Recorder
+from ctxlab.records import skips
+from ctxlab.records.skips import Skip
 from ctxlab.tracing.calls import summarize
 from ctxlab.tracing.tracer import start_for_child
 
@@ -54,11 +56,20 @@ def scenario_output(recorder: Recorder, metrics: dict | None = None) -> dict:
     return {"observations": recorder.observations, "metrics": metrics or {}}
 
 
-def skipped_output(scenario: str, why: str | None) -> dict:
-    """A scenario that cannot run here: it records why, and its claims are ``skipped`` with that reason. No CUDA
-    call is made (the reason may be that CUDA cannot do it here)."""
+def record_skip(rec: Recorder, why: Skip, step: str = "start") -> None:
+    """Record that the scenario cannot run here: a ``skipped`` observation whose value is the structured reason
+    (``ctxlab.records.skips``: its kind, its fields, the sentence), which its claims then carry. The one way a
+    scenario records a skip: the reason's kind is what the run's environment record is checked against."""
+    if not isinstance(why, dict) or why.get("kind") not in skips.KINDS or not str(why.get("why") or "").strip():
+        raise TypeError(f"a skip is recorded with a structured reason (ctxlab.records.skips), not {why!r}")
+    rec.add(step, "skipped", why, context=(None, None))
+
+
+def skipped_output(scenario: str, why: Skip) -> dict:
+    """A scenario that cannot run here: it records why (a structured reason, ``ctxlab.records.skips``), and its
+    claims are ``skipped`` with that reason. No CUDA call is made (the reason may be that CUDA cannot do it here)."""
     rec = Recorder(scenario=scenario)
-    rec.add("start", "skipped", why or "no reason recorded", context=(None, None))
+    record_skip(rec, why)
     return scenario_output(rec)
 
 
@@ -69,9 +80,10 @@ def green_or_skip(scenario: str, device: int, rec: Recorder | None = None) -> gr
     green, why = greens.make_or_reason(device)
     if green is not None:
         return green
+    reason = skips.unsupported(why or "no green context can be made here")
     if rec is None:
-        return skipped_output(scenario, why)
-    rec.add("start", "skipped", why or "no reason recorded", context=(None, None))
+        return skipped_output(scenario, reason)
+    record_skip(rec, reason)
     return scenario_output(rec)
 
 

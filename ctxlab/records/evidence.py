@@ -21,6 +21,10 @@ of an outcome's class must still read differently. ``normalize`` therefore blank
   the race was won once, are the race's, not the code's (two H200 runs of the same code read both forms).
   The race vanishing (every read correct), an error appearing and the count of repeats are compared; a
   distribution of one other class reads as ``spread`` prints one: ``CUDA_ERROR_X (all 2)``.
+
+An exception recorded with its origin (``ctxlab.cuda.origin``: ``Type (not a CUDA error): message``) reads as
+files before the origin was recorded wrote it (``Type: message``): the two compare equal, and still apart from a
+CUDA error (``Type (STATUS): message``), whatever the words.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from __future__ import annotations
 import builtins
 import re
 
-from ctxlab.records.schema import SILENT_WRONG
+from ctxlab.records.schema import A_CUDA_ERROR, NOT_A_CUDA_ERROR, SILENT_WRONG
 
 _VOLATILE = [
     (re.compile(r"0[xX][0-9a-fA-F]{5,}"), "0x…"),  # handles and addresses change every run
@@ -114,9 +118,17 @@ def _spreads(text: str) -> str:
 _ALL_WRONG = re.compile(re.escape(SILENT_WRONG) + r" \(all (\d+)\)")
 
 
+# An exception's origin as ctxlab.cuda.origin records it, after its type: a CUDA status, a CUDA error whose
+# library does not say which, or not a CUDA error.
+_ORIGIN = rf"(?:{re.escape(NOT_A_CUDA_ERROR)}|{re.escape(A_CUDA_ERROR)}|CUDA_ERROR_\w+|cudaError\w+|NVRTC_ERROR_\w+)"
+_NOT_CUDA = re.compile(rf"\b([A-Za-z_]\w*) \({re.escape(NOT_A_CUDA_ERROR)}\): ")
+
+
 def normalize(evidence: str) -> str:
     """Evidence as drift compares it: handles, addresses, timings and the values and splits of silent wrong
     results blanked, distributions in one order (the module docstring says what and why)."""
+    if NOT_A_CUDA_ERROR in evidence:  # as files before the origin was recorded read it
+        evidence = _NOT_CUDA.sub(r"\1: ", evidence)
     for pattern, replacement in _VOLATILE:
         evidence = pattern.sub(replacement, evidence)
     if "." in evidence:
@@ -124,10 +136,13 @@ def normalize(evidence: str) -> str:
     return _ALL_WRONG.sub(SILENT_WRONG + r" in # of \1", _spreads(evidence))
 
 
-# In the reads after a teardown, an error as a read met it: an exception's type and message up to the item's
-# count (" in 2 of 3", " (all 3)"), the nearest one, as a library's message may hold ";" and ":"; or a CUDA
-# status by its name alone (CUDA_ERROR_X, cudaErrorX), the rest of the item kept.
-_READ_ERROR = re.compile(r"\b(?P<type>[A-Z]\w*(?:Error|Exception))\b(?P<message>.*?)(?= in \d+ of \d+| \(all \d+\)|\Z)"
+# In the reads after a teardown, an error as a read met it: an exception recorded with its origin (its type and
+# origin), or one recorded before origins were (its type), and its message up to the item's count (" in 2 of 3",
+# " (all 3)"), the nearest one, as a library's message may hold ";" and ":"; or a CUDA status by its name alone
+# (CUDA_ERROR_X, cudaErrorX), the rest of the item kept.
+_UNTIL_COUNT = r".*?(?= in \d+ of \d+| \(all \d+\)|\Z)"
+_READ_ERROR = re.compile(rf"\b(?P<marked>[A-Za-z_]\w*) \((?P<origin>{_ORIGIN})\): {_UNTIL_COUNT}"
+                         rf"|\b(?P<type>[A-Z]\w*(?:Error|Exception))\b(?P<message>{_UNTIL_COUNT})"
                          r"|\bCUDA_ERROR_\w+|\bcudaError\w+", re.DOTALL)
 # A library's message that is about a CUDA error: it names a status, CUresult, "CUDA error", or the driver or
 # runtime call that failed (JAX: "Failed to create tensormap with cuTensorMapEncodeTiled: an illegal memory
@@ -144,19 +159,30 @@ def _pythons_own(name: str) -> bool:
     return isinstance(builtin, type) and issubclass(builtin, BaseException)
 
 
+def names_pythons_own(text: str) -> bool:
+    """Whether ``text`` names an exception of Python's own (a library's message carrying a lab's TypeError)."""
+    return any(_pythons_own(name) for name in _EXCEPTION_NAME.findall(text))
+
+
 def _error_kind(match: re.Match) -> str:
-    """An error a read met, as drift compares it: a CUDA status as one, a library's exception about a CUDA error
-    by its type; anything else exactly as written: an exception of Python's own, a message naming one, a
-    library's exception about something other than CUDA (a lab's bug may raise it too)."""
+    """An error a read met, as drift compares it: a CUDA status as one, a library's CUDA error by its type;
+    anything else exactly as written. Where the origin was recorded (``ctxlab.cuda.origin``) it decides, whatever
+    the message says; in files from before, the words do: a library's exception is a CUDA error where its message
+    is about one and names no exception of Python's own (an exception of Python's own, and a library's exception
+    about something other than CUDA, are kept: a lab's bug may raise either)."""
+    if match["marked"] is not None:
+        if match["origin"] == NOT_A_CUDA_ERROR:
+            return match.group(0)  # a lab's bug or a library's own refusal: compared exactly, whatever it says
+        return f"{match['marked']} ({A_CUDA_ERROR})"
     kind = match["type"]
     if kind is None:
-        return "a CUDA error"
+        return A_CUDA_ERROR
     message = match["message"]
-    if _pythons_own(kind) or any(_pythons_own(name) for name in _EXCEPTION_NAME.findall(message)):
+    if _pythons_own(kind) or names_pythons_own(message):
         return match.group(0)
     if _ABOUT_CUDA.search(message) is None:
         return match.group(0)
-    return f"{kind} (a CUDA error)"  # no colon: it stays one item of a spread
+    return f"{kind} ({A_CUDA_ERROR})"  # no colon: it stays one item of a spread
 
 
 def _reads(match: re.Match) -> str:
@@ -180,10 +206,12 @@ def normalize_undefined(evidence: str) -> str:
     """Evidence of a claim whose undefined behaviour meets an error that varies between runs
     (``Claim.error_varies``: use after a teardown) as drift compares it: ``normalize``, and then, in the reads
     after the teardown only ("old array -> ...", "new array -> ..."), which CUDA error each repeat met reads
-    "a CUDA error": a CUDA status by its name, a library's exception about a CUDA error by its type (its message
-    names the status or the call that failed): the H200 gave CUDA_ERROR_ILLEGAL_ADDRESS in one run of the same
-    code and CUDA_ERROR_INVALID_VALUE in the next, labs/results/matrix/. Whether a read met an error, a silent
-    wrong result, a correct value or a crash is compared; so are, exactly, the documented status of the call
-    under test (outside the reads), any exception of Python's own and any message naming one (a lab's bug), a
-    library's exception about anything but CUDA, and what an item says beside a CUDA status."""
+    "a CUDA error": a CUDA status by its name, a library's CUDA error by its type (recorded so by its origin,
+    ``ctxlab.cuda.origin``; in files from before, where its message names the status or the call that failed):
+    the H200 gave CUDA_ERROR_ILLEGAL_ADDRESS in one run of the same code and CUDA_ERROR_INVALID_VALUE in the
+    next, labs/results/matrix/. Whether a read met an error, a silent wrong result, a correct value or a crash is
+    compared; so are, exactly, the documented status of the call under test (outside the reads), any exception
+    recorded as not a CUDA error whatever its message says, any exception of Python's own and any message naming
+    one (a lab's bug), a library's exception about anything but CUDA, and what an item says beside a CUDA
+    status."""
     return normalize(_READS.sub(_reads, evidence))  # then errors that became one kind merge in their spread

@@ -70,6 +70,10 @@ class ClaimResult:
     verdict: str
     evidence: str
     kind: str = "observation"  # promise, old-text or observation (files before the field: observation)
+    # Why a skipped or unjudged claim was not judged, as a structure (ctxlab.records.skips: its kind and that
+    # kind's fields; the sentence is the evidence); kept on an error made of a skip the run's record contradicts.
+    # None in files written before the field, and for every other verdict.
+    skip: dict | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -78,15 +82,19 @@ class ClaimResult:
             raise ValueError(f"claim kind {self.kind!r} is not one of {', '.join(KINDS)}")
 
     def to_dict(self) -> dict:
-        """The JSON object of this verdict."""
-        return {"id": self.id, "statement": self.statement, "source": self.source, "kind": self.kind,
-                "verdict": self.verdict, "evidence": self.evidence}
+        """The JSON object of this verdict (``skip`` only when set)."""
+        out: dict[str, Any] = {"id": self.id, "statement": self.statement, "source": self.source,
+                               "kind": self.kind, "verdict": self.verdict, "evidence": self.evidence}
+        if self.skip is not None:
+            out["skip"] = self.skip
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> ClaimResult:
         """Read back what ``to_dict`` wrote."""
+        skip = data.get("skip")
         return cls(**{k: data[k] for k in ("id", "statement", "source", "verdict", "evidence")},
-                   kind=data.get("kind", "observation"))
+                   kind=data.get("kind", "observation"), skip=dict(skip) if skip is not None else None)
 
 
 @dataclass(frozen=True)

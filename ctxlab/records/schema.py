@@ -15,3 +15,9 @@ FAILING = frozenset({"fails", "error"})  # verdicts that make a run fail (exit s
 NOT_JUDGED = frozenset({"skipped", "unjudged"})  # a check where every claim has one of these judged nothing
 KINDS = ("promise", "old-text", "observation")  # what a claim rests on
 SILENT_WRONG = "silent-wrong-result"  # an outcome label: a value returned without error, and wrong
+# An exception as an outcome says where it came from (ctxlab.cuda.origin): "Type (STATUS): message" raised from a
+# library's CUDA error path (STATUS its status name, or A_CUDA_ERROR where the library does not say which),
+# "Type (not a CUDA error): message" any other but Python's own ("TypeError: message"). Files before issue 49
+# wrote "Type: message" for all; drift reads those by their wording (ctxlab.records.evidence).
+A_CUDA_ERROR = "a CUDA error"
+NOT_A_CUDA_ERROR = "not a CUDA error"

@@ -124,6 +124,9 @@ class _Shape:
             self.fail(f"{where}.verdict", f"{inert(data['verdict'])} is not one of {', '.join(names.VERDICTS)}")
         if data.get("kind", "observation") not in names.KINDS:
             self.fail(f"{where}.kind", f"{inert(data['kind'])} is not one of {', '.join(names.KINDS)}")
+        self.field(data, "skip", where, "object", required=False, nullable=True)
+        if isinstance(data.get("skip"), dict):  # a structured reason (ctxlab.records.skips): its kind, named
+            self.field(data["skip"], "kind", f"{where}.skip", "str")
 
 
 _INT_OR_NULL = (int, type(None))  # exact types: a bool, or a subclass, takes the rules above
@@ -152,7 +155,8 @@ def _plain_claim(data: Any) -> bool:
     get = data.get
     return (type(get("id")) is str and type(get("statement")) is str and type(get("source")) is str
             and type(get("evidence")) is str and type(get("verdict")) is str and get("verdict") in names.VERDICTS
-            and type(get("kind", "observation")) is str and get("kind", "observation") in names.KINDS)
+            and type(get("kind", "observation")) is str and get("kind", "observation") in names.KINDS
+            and ((skip := get("skip")) is None or (type(skip) is dict and type(skip.get("kind")) is str)))
 
 
 def check_document(data: Any, origin: str) -> list[dict]:

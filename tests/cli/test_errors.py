@@ -39,6 +39,8 @@ def test_cupy_style_exception_is_named():
             super().__init__(f"status {status}")
             self.status = status
 
+    assert from_exception(CUDARuntimeError(700)) is None  # a type of CuPy's name, not CuPy's: no CUDA status
+    CUDARuntimeError.__module__ = "cupy_backends.cuda.api.runtime"  # as CuPy's own
     err = from_exception(CUDARuntimeError(700))
     assert err.name == "cudaErrorIllegalAddress" and err.code == 700
     assert from_exception(ValueError("not CUDA")) is None

@@ -1,20 +1,24 @@
 """Test-only labs for ctxlab check: one that passes, one whose scenario crashes,
 one whose scenario hangs, one whose documented claim fails, one whose judge breaks,
-and one whose undefined-behaviour scenario crashes in one repeat of three."""
+one whose undefined-behaviour scenario crashes in one repeat of three, and labs whose
+every claim is skipped for a structured reason (ctxlab.records.skips) that the run's
+record bears out or contradicts."""
 
 from ctxlab.claim import Claim, some
 from ctxlab.lab import Isolation, Lab, LabOptions, Scenario
+from ctxlab.records import skips
 
 
 def _count(observations):
     return {"n": len(some(observations, "seen"))}
 
 
-def _lab(name, target, promise=lambda facts: True, facts=_count, undefined=False):
+def _lab(name, target, promise=lambda facts: True, facts=_count, undefined=False, args=(), gpus=1):
     claim = Claim(f"{name}.claim", "A statement.", "a source", "promise", ("only",), facts, "{n} observations",
                   promise)
     return Lab(name, "A question?", LabOptions, (claim,),
-               lambda options: [Scenario("only", target, timeout=60, undefined=undefined)], needs_gpu=False)
+               lambda options: [Scenario("only", target, args, timeout=60, undefined=undefined)], needs_gpu=False,
+               gpus=gpus)
 
 
 def _broken(observations):
@@ -26,7 +30,13 @@ CRASH = _lab("crash", "tests.isolate_targets:crash")
 HANG = _lab("hang", "tests.isolate_targets:hang")
 FAILS = _lab("fails", "tests.fake_labs.targets:observe", promise=lambda facts: False)
 BROKEN_JUDGE = _lab("broken-judge", "tests.fake_labs.targets:observe", facts=_broken)
-SKIPS = _lab("skips", "tests.fake_labs.targets:skip_all")  # every claim skipped: a run that judged nothing
+# Every claim skipped: a two-GPU lab on a machine of one (a run that judged nothing); a one-GPU lab that skips for
+# want of two GPUs (no record can bear that out); a lab that skips for want of a library (CuPy), not installed.
+SKIPS = _lab("skips", "tests.fake_labs.targets:skip_all", args=(skips.gpus(2, 1),), gpus=2)
+SKIPS_ONE_GPU_LAB = _lab("skips-one-gpu-lab", "tests.fake_labs.targets:skip_all", args=(skips.gpus(2, 1),))
+SKIPS_LIBRARY = _lab("skips-library", "tests.fake_labs.targets:skip_all",
+                     args=(skips.library("cupy", ("cupy-cuda13x", "cupy-cuda12x", "cupy"), installed=False,
+                                         error="No module named 'cupy' (stand-in)"),))
 FLAKY = _lab("flaky", "tests.fake_labs.targets:crash_on_second_call", undefined=True)
 
 # One scenario that needs the GPU alone and three that share it, each taking 0.3 s.
@@ -90,4 +100,5 @@ REGISTRY = {"ok": "tests.fake_labs:OK", "crash": "tests.fake_labs:CRASH", "hang"
             "flaky": "tests.fake_labs:FLAKY", "timed": "tests.fake_labs:TIMED", "shared": "tests.fake_labs:SHARED",
             "shared-dirty": "tests.fake_labs:SHARED_DIRTY", "shared-crash": "tests.fake_labs:SHARED_CRASH",
             "shared-hang": "tests.fake_labs:SHARED_HANG", "shared-dirty-slow": "tests.fake_labs:SHARED_DIRTY_SLOW",
-            "levelled": "tests.fake_labs:LEVELLED", "skips": "tests.fake_labs:SKIPS"}
+            "levelled": "tests.fake_labs:LEVELLED", "skips": "tests.fake_labs:SKIPS",
+            "skips-one-gpu-lab": "tests.fake_labs:SKIPS_ONE_GPU_LAB", "skips-library": "tests.fake_labs:SKIPS_LIBRARY"}

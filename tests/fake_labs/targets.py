@@ -12,12 +12,11 @@ def observe():
     return {"observations": rec.observations}
 
 
-def skip_all():
-    from ctxlab.harness.recorder import Recorder
+def skip_all(reason):
+    """The scenario cannot run here, for ``reason`` (a structured skip, ctxlab.records.skips)."""
+    from ctxlab.labs.common import skipped_output
 
-    rec = Recorder(scenario="only")
-    rec.add("step", "skipped", "needs 2 GPUs, found 1 (stand-in)")
-    return {"observations": rec.observations}
+    return skipped_output("only", reason)
 
 
 def crash_on_second_call():

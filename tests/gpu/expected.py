@@ -1,11 +1,14 @@
 """What a lab's run must show on every GPU, and the exact verdicts where they were written for its environment.
 
 On any machine (``invariant_problems``): every scenario the run's options select ran (it recorded
-observations; one that could not run here recorded why, as a ``skipped`` observation with the reason: too few
-SMs, one GPU), every claim of the lab's catalogue is in the run, no claim is ``error`` and no scenario broke,
-every repeat of an undefined-behaviour scenario answered (or broke, which is an outcome), a ``skipped`` says
-why, and every promise ``holds`` (or is skipped with the reason): a ``fails`` on a new machine is a finding,
-and the test fails naming the claim and its evidence.
+observations; one that could not run here recorded why, as a ``skipped`` observation with a structured reason:
+one GPU, a library not installed, a driver without green contexts), every claim of the lab's catalogue is in
+the run, no claim is ``error`` and no scenario broke, every repeat of an undefined-behaviour scenario answered
+(or broke, which is an outcome), a ``skipped`` says why with a structured reason (``ctxlab.records.skips``) that
+the run's own environment record does not contradict, and every promise ``holds`` (or is skipped with the
+reason): a ``fails`` on a new machine is a finding, and the test fails naming the claim and its evidence. A lab
+whose every scenario was skipped passes only for missing hardware or a missing library as the run's environment
+record shows them (``missing_here``: its GPU count, its library versions), never on the reason's text.
 
 Exact verdicts (``verdict_problems``) where an expectations file exists for the run's environment: one file per
 environment (GPU, driver, runtimes) under ``tests/gpu/expectations/``, named by ``slug``; today's is the
@@ -30,6 +33,8 @@ import warnings
 from pathlib import Path
 
 import pytest
+
+from ctxlab.records import skips
 
 EXPECTATIONS = Path(__file__).with_name("expectations")
 KEY = ("gpu", "driver_version", "runtime_versions")  # runtime-sensitive claims (thread-exit) need all three
@@ -151,8 +156,11 @@ def invariant_problems(run) -> list[str]:
             problems.append(f"scenario {scenario.name} was selected and recorded nothing")
             continue
         why = [o.value for o in run.observations if o.scenario == scenario.name and o.what == "skipped"]
-        if any(not str(reason or "").strip() for reason in why):
+        if any(not skips.text_of(reason or "").strip() for reason in why):
             problems.append(f"scenario {scenario.name} was skipped without a reason")
+        elif any(skips.structure_of(reason) is None for reason in why):
+            problems.append(f"scenario {scenario.name} was skipped without a structured reason (its kind): "
+                            f"{skips.text_of(why[0])}")
         if scenario.undefined and seen[scenario.name] != set(range(repeats)):
             missing = sorted(set(range(repeats)) - seen[scenario.name], key=str)
             problems.append(f"scenario {scenario.name}: repeats {missing} of {repeats} recorded nothing")
@@ -167,30 +175,64 @@ def invariant_problems(run) -> list[str]:
                 problems.append(f"{claim.id}: {claim.verdict} at level {level}; its lowest level is {lowest}")
         elif claim.verdict == "skipped" and not claim.evidence.strip():
             problems.append(f"{claim.id}: skipped without a reason")
+        elif claim.verdict == "skipped" and claim.skip is None:
+            problems.append(f"{claim.id}: skipped without a structured reason (its kind): {claim.evidence}")
+        elif claim.verdict == "skipped" and (wrong := skips.contradiction(claim.skip, run.environment, gpus_of(run),
+                                                                           level)):
+            problems.append(f"{claim.id}: skipped for a reason the run's environment record contradicts: {wrong}")
         elif claim.verdict not in ALLOWED.get(claim.kind, set()):
             problems.append(f"{claim.id}: {claim.verdict} ({claim.kind}): {claim.evidence}")
     return problems
 
 
-# Why a whole lab may be skipped on some runner: missing hardware, or a library that is not there.
-WHOLE_LAB_SKIP = re.compile(r"needs \d+ GPUs|cannot access each other|not installed|is not available|"
-                            r"No module named|no such (?:library|module)", re.IGNORECASE)
+def gpus_of(run) -> int:
+    """The GPUs the run's lab declares it needs (``Lab.gpus``)."""
+    from ctxlab.labs import get_lab
+
+    return get_lab(run.lab).gpus
+
+
+def missing_here(skip, run) -> str | None:
+    """Why ``skip`` (a structured reason, or None) is no reason for a lab, or a claim an expectations file decides,
+    not to run on this runner; None where it is one: fewer GPUs than the lab needs, or two that cannot reach each
+    other, as the run's environment record counts them; or a library that record shows is not installed. The
+    reason's text is never read: a one-GPU lab skipped "needs 2 GPUs", or a library skipped "not installed" whose
+    version the record holds, is a problem."""
+    if skip is None:
+        return "no structured reason (an older recording, or a skip recorded as text)"
+    env = run.environment
+    wrong = skips.contradiction(skip, env, gpus_of(run), run.options.get("level", 3))
+    if wrong:
+        return f"the run's environment record contradicts it: {wrong}"
+    count = env.get("gpu_count")
+    if skip.get("kind") == "hardware":
+        if not isinstance(count, int):
+            return "the run's environment records no GPU count to check it against"
+        if skip.get("resource") == "gpus" or (skip.get("resource") == "peer-access" and count >= 2):
+            return None
+        return f"hardware it names ({skip.get('resource')}) this runner's {count} GPU(s) do not explain"
+    if skip.get("kind") == "library" and skip.get("installed") is False:
+        versions = skips.recorded_versions(env, skip.get("distributions") or ())
+        return None if versions else "the run's environment records none of its distributions"
+    return f"a {skip.get('kind')} reason is no missing hardware or missing library"
 
 
 def _all_skipped(run) -> list[str]:
-    """A lab whose every selected scenario was skipped: only for missing hardware or a missing library, named."""
+    """A lab whose every selected scenario was skipped: only for missing hardware or a missing library, as the
+    run's own environment record shows them (``missing_here``)."""
     selected = [s.name for s in selected_scenarios(run)]
     if not selected:
         return []
-    reasons: dict[str, list[str]] = {}
+    reasons: dict[str, list] = {}
     for o in run.observations:
         if o.scenario in selected:
-            reasons.setdefault(o.scenario, []).append(str(o.value) if o.what == "skipped" else "")
-    if set(reasons) != set(selected) or any("" in why for why in reasons.values()):
+            reasons.setdefault(o.scenario, []).append(o.value if o.what == "skipped" else None)
+    if set(reasons) != set(selected) or any(None in why for why in reasons.values()):
         return []  # some scenario recorded something else: the lab ran
-    bad = sorted({r for why in reasons.values() for r in why if not WHOLE_LAB_SKIP.search(r)})
-    return [f"every scenario of {run.lab} was skipped, not for missing hardware or a missing library: {r}"
-            for r in bad]
+    problems = {f"every scenario of {run.lab} was skipped, not for missing hardware or a missing library: "
+                f"{skips.text_of(r)} ({wrong})"
+                for why in reasons.values() for r in why if (wrong := missing_here(skips.structure_of(r), run))}
+    return sorted(problems)
 
 
 def assert_invariants(run) -> None:
@@ -251,8 +293,8 @@ def driver_independent_problems(run, table: dict, traced: bool = False, gpus: in
         claim = got.get(cid)
         if claim is None or want in (None, "skipped", "unjudged"):
             continue
-        if claim.verdict == "skipped":  # a library missing on this runner is no finding about the GPU
-            if not WHOLE_LAB_SKIP.search(claim.evidence):
+        if claim.verdict == "skipped":  # a library missing on this runner (its record says so) is no finding
+            if claim.skip is None or claim.skip.get("kind") != "library" or missing_here(claim.skip, run):
                 out.append(f"{cid}: skipped on the GPU its file decides it on ({want}): {claim.evidence}")
         elif kinds.get(cid) == "promise" and want == "holds" and claim.verdict != "holds":
             out.append(f"{cid}: {claim.verdict} (holds on this GPU under the file's driver): {claim.evidence}")

@@ -12,13 +12,14 @@ import pytest
 from click.testing import CliRunner
 
 from ctxlab.cli import cli
+from ctxlab.records import skips
 from ctxlab.records.files import load_runs
 from tests.gpu.expected import assert_expected, expectations_for, selected_scenarios
 
 pytestmark = pytest.mark.gpu
 
 KEEP = os.environ.get("CTXLAB_RESULTS")  # where to keep the run's JSON (the GPU script sets it)
-# Skips that are findings about the installed libraries, not missing libraries.
+# Skips that are findings about the installed libraries (kind "unsupported"), not missing libraries.
 KNOWN_SKIPS = ("cupy.cuda.runtime has no deviceReset",)
 
 
@@ -39,4 +40,7 @@ def test_interop_every_library_pair_and_process(tmp_path):
         installed = run.environment["libraries"]
         assert all(installed[name] for name in ("torch", "jax", "numba-cuda", "cuda-core")), installed
         skipped = [o.value for o in run.observations if o.what == "skipped"]
-        assert all(any(known in str(why) for known in KNOWN_SKIPS) for why in skipped), skipped
+        assert all(skips.structure_of(why) == {"kind": "unsupported"}
+                   and any(known in skips.text_of(why) for known in KNOWN_SKIPS) for why in skipped), skipped
+        assert not [c for c in run.claims if c.skip and c.skip["kind"] == "library"], "a library skipped where " \
+            "every library is installed"

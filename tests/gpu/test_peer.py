@@ -73,6 +73,10 @@ def test_peer_with_one_visible_gpu_skips_every_claim_with_why(tmp_path):
     done = ctxlab_in_child("peer", "--format", "json", "--output", out, env={"CUDA_VISIBLE_DEVICES": "0"})
     (run,) = load_runs(out)
     assert run.claims and all(c.verdict == "skipped" for c in run.claims), run.claims
+    # the structured reason, borne out by the run's own record: one GPU visible, the lab needs two
+    assert run.environment["gpu_count"] == 1, run.environment
+    assert all(c.skip == {"kind": "hardware", "resource": "gpus", "required": 2, "found": 1} for c in run.claims), \
+        run.claims
     assert all(c.evidence.endswith(": needs 2 GPUs, this machine has 1") for c in run.claims), run.claims
     assert_expected(run, gpus=1)
     assert done.returncode == 0, done.stderr

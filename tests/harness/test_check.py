@@ -266,7 +266,7 @@ def test_a_check_that_judged_nothing_is_not_healthy(fake_registry, tmp_path):
     empty = invoke("check", "--only", "skips", "--openmetrics", str(prom), "--json", str(result))
     assert empty.exit_code == 1, empty.output
     assert "check: nothing judged: all 1 claims of 1 lab run(s) were skipped" in empty.output
-    assert "needs 2 GPUs, found 1 (stand-in)" in empty.output
+    assert "needs 2 GPUs, this machine has 1" in empty.output
     metrics = prom.read_text()
     assert "ctxlab_up 1" in metrics and "ctxlab_failed 1" in metrics and "ctxlab_claims_judged 0" in metrics
     code, line = status_of(str(result))

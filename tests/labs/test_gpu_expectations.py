@@ -2,9 +2,12 @@
 
 On a machine no expectations were written for (the recorded run with its environment key changed) the
 invariants still run, and catch a planted defect: a missing claim, a promise that fails, an error, a missing
-repeat, a scenario that recorded nothing or skipped without a reason. The exact verdicts apply only where the
-environment's file exists. The recorded runs are re-judged with today's claims first (a claim is a pure
-function of the observations): what a GPU run made with this code would hold.
+repeat, a scenario that recorded nothing or skipped without a reason, a whole lab skipped for a reason the run's
+environment record does not bear out. The exact verdicts apply only where the environment's file exists. The
+recorded runs are re-judged with today's claims first (a claim is a pure function of the observations), their
+skips restated as today's scenarios record them (``RESTATED``: the two reasons they hold, as text) and their
+environment given the GPU count today's records hold (the H200 they were recorded on shows one): what a GPU run
+made with this code would hold.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import pytest
 import ctxlab
 from ctxlab.claim import judge
 from ctxlab.labs import get_lab
+from ctxlab.records import skips
+from ctxlab.records.model import Observation
 from ctxlab.records.shapes import runs_from_document
 from tests.conftest import recorded
 from tests.gpu import expected
@@ -35,10 +40,31 @@ from tests.gpu.expected import (
 ELSEWHERE = {"gpu": "NVIDIA L4", "driver_version": 12080, "runtime_versions": {"cupy": 12080, "cuda_bindings": 12090}}
 
 
+# The skip reasons the recorded runs hold as text, as today's scenarios record them (ctxlab.records.skips).
+RESTATED = {"needs 2 GPUs, this machine has 1": skips.gpus(2, 1),
+            "cupy.cuda.runtime has no deviceReset (CuPy 14.2.0)":
+                skips.unsupported("cupy.cuda.runtime has no deviceReset (CuPy 14.2.0)")}
+RECORDED_GPUS = 1  # the H200 of labs/results/ (labs/results/doctor.json lists one device)
+
+
+def restated(run):
+    """``run`` as this code records it: its skips structured (``RESTATED``), its environment's GPU count."""
+    observations = tuple(dataclasses.replace(o, value=RESTATED[o.value])
+                         if o.what == "skipped" and isinstance(o.value, str) and o.value in RESTATED else o
+                         for o in run.observations)
+    environment = run.environment if "gpu_count" in run.environment else {**run.environment,
+                                                                          "gpu_count": RECORDED_GPUS}
+    return dataclasses.replace(run, observations=observations, environment=environment)
+
+
 def rejudged(run):
-    """``run`` with its verdicts given by today's judges over its own observations."""
+    """``run`` with its verdicts given by today's judges over its own observations, as this code records them
+    (``restated``), each skip checked against its environment record."""
+    run = restated(run)
     ran = [s.name for s in selected_scenarios(run)]
-    return dataclasses.replace(run, claims=judge(get_lab(run.lab).claims, run.observations, ran))
+    lab = get_lab(run.lab)
+    return dataclasses.replace(run, claims=judge(lab.claims, run.observations, ran, run.options.get("level", 3),
+                                                 run.environment, lab.gpus))
 
 
 def check_runs():
@@ -174,9 +200,13 @@ def test_a_scenario_skipped_without_a_reason_is_caught_and_with_one_passes():
                  for s in sorted(green) for r in ((0, 1, 2) if s in undefined else (None,))]
         return rejudged(dataclasses.replace(run, observations=tuple(kept + skips)))
 
-    with pytest.warns(UserWarning):  # too few SMs here: every green claim skipped with why, and that is fine
-        assert_expected(skipping("green contexts need 2 SM groups, this GPU has 1"), gpus=1)
+    with pytest.warns(UserWarning):  # no green contexts here: every green claim skipped with why, and that is fine
+        assert_expected(skipping(skips.unsupported("cuGreenCtxCreate returned CUDA_ERROR_NOT_SUPPORTED")), gpus=1)
     assert "skipped without a reason" in failure(skipping(""))
+    assert "skipped without a reason" in failure(skipping({"kind": "unsupported", "why": " "}))
+    text = failure(skipping("cuGreenCtxCreate returned CUDA_ERROR_NOT_SUPPORTED"))  # as text alone: not trusted
+    assert "scenario green-reference was skipped without a structured reason" in text
+    assert "refcount.green-retains-primary: skipped without a structured reason" in text
 
 
 def test_exact_verdicts_apply_only_where_the_file_exists():
@@ -290,22 +320,60 @@ def test_the_matrix_summary_of_recorded_folders(tmp_path):
     assert matrix.driver_problem(visible, doctor["driver"]) is None
 
 
-@pytest.mark.parametrize("reason, bites", [("cuInit: CUDA_ERROR_UNKNOWN", True),
-                                           ("the lab's child could not start", True),
-                                           ("needs 2 GPUs, this machine has 1", False),
-                                           ("cupy is not installed here", False)])
-def test_a_lab_skipped_whole_passes_only_for_missing_hardware_or_library(reason, bites):
+CUPY_ABSENT = skips.library("cupy", ("cupy-cuda13x", "cupy-cuda12x", "cupy"), installed=False,
+                            error="No module named 'cupy'")
+CUPY_BROKEN = skips.library("cupy", ("cupy-cuda13x", "cupy-cuda12x", "cupy"), installed=True,
+                            error="ImportError: libnvrtc.so.13: cannot open shared object file")
+
+
+@pytest.mark.parametrize("lab, reason, environment, bites", [
+    ("refcount", "cuInit: CUDA_ERROR_UNKNOWN", {}, True),
+    ("refcount", skips.unsupported("the lab's child could not start"), {}, True),
+    ("refcount", "needs 2 GPUs, this machine has 1", {}, True),  # the text alone is not trusted
+    ("refcount", "cupy is not installed here", {"cupy": None}, True),
+    ("refcount", skips.gpus(2, 1), {}, True),  # a one-GPU lab cannot skip for want of two GPUs
+    ("peer", skips.gpus(2, 1), {}, False),  # the run's record counts one GPU
+    ("peer", skips.gpus(2, 1), {"gpu_count": 2}, True),  # the record counts the two it needs
+    ("peer", skips.gpus(2, 1), {"gpu_count": None}, True),  # no count recorded to check it against
+    ("peer", skips.peer_access("cuDeviceCanAccessPeer: GPU 0 -> GPU 1: 0, back: 0"), {"gpu_count": 2}, False),
+    ("peer", skips.peer_access("cuDeviceCanAccessPeer: GPU 0 -> GPU 1: 0, back: 0"), {}, True),  # with one GPU?
+    ("refcount", CUPY_ABSENT, {"cupy": None}, False),  # the record shows CuPy is not installed
+    ("refcount", CUPY_ABSENT, {}, True),  # the record holds CuPy's version: it is installed
+    ("refcount", CUPY_BROKEN, {}, True),  # installed and broken on a GPU runner: a finding, not a missing library
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_a_lab_skipped_whole_passes_only_for_missing_hardware_or_library_the_record_shows(lab, reason, environment,
+                                                                                          bites):
     from ctxlab.claim import Observation
 
-    run = elsewhere(by_lab("refcount"))
+    run = elsewhere(by_lab(lab))
+    run = dataclasses.replace(run, environment={**run.environment, **environment})
     skipped = [Observation(step="skip", what="skipped", value=reason, thread="MainThread", context_id=None,
                            scenario=s.name) for s in selected_scenarios(run)]
     whole = dataclasses.replace(run, observations=skipped)
-    problems = [p for p in invariant_problems(whole) if p.startswith("every scenario of refcount was skipped")]
+    problems = [p for p in invariant_problems(whole) if p.startswith(f"every scenario of {lab} was skipped")]
     assert bool(problems) is bites, problems
-    half = dataclasses.replace(run, observations=skipped[1:] + [o for o in run.observations
-                                                                if o.scenario == skipped[0].scenario])
-    assert not [p for p in invariant_problems(half) if p.startswith("every scenario")]
+    if lab != "peer":  # the recorded peer run ran nothing on its one GPU: no scenario of it to keep
+        half = dataclasses.replace(run, observations=skipped[1:] + [o for o in run.observations
+                                                                    if o.scenario == skipped[0].scenario])
+        assert not [p for p in invariant_problems(half) if p.startswith("every scenario")]
+
+
+def test_the_peer_lab_skipped_on_one_gpu_passes_and_claims_it_for_a_one_gpu_lab_do_not():
+    """The recorded one-GPU peer run, as this code records it, passes; its skips moved into a one-GPU lab's run are
+    errors by the judge and problems by the invariants."""
+    peer = by_lab("peer")
+    assert all(c.verdict == "skipped" and c.skip == {"kind": "hardware", "resource": "gpus", "required": 2,
+                                                     "found": 1} for c in peer.claims)
+    assert invariant_problems(peer) == []
+    refcount = restated(next(r for r in runs_from_document(recorded("check.json"), "check.json")
+                             if r.lab == "refcount"))
+    two = dataclasses.replace(refcount, observations=tuple(
+        Observation("skip", "MainThread", None, "skipped", skips.gpus(2, 1), scenario=s.name)
+        for s in selected_scenarios(refcount)))
+    judged = rejudged(two)
+    assert {c.verdict for c in judged.claims} == {"error"}
+    problems = invariant_problems(judged)
+    assert any("cannot skip for want of 2" in p for p in problems), problems
 
 
 # ---------------------------------------------------------------- observations' outcome classes, under the key
@@ -355,12 +423,19 @@ def test_a_driver_update_on_the_same_gpu_still_checks_what_does_not_depend_on_th
     assert expectations_for(run.environment) is None and expected.same_gpu(run.environment) is not None
     assert_expected(run, gpus=1)  # as recorded: nothing differs
     promise = next(c for c in run.claims if c.kind == "promise" and c.verdict == "holds")
-    skipped = replace_claim(run, promise.id, verdict="skipped", evidence="precondition not met: no context")
+    skipped = replace_claim(run, promise.id, verdict="skipped", evidence="precondition not met: no context",
+                            skip={"kind": "precondition"})
     assert f"{promise.id}: skipped on the GPU its file decides it on (holds)" in failure(skipped)
-    # a library missing on this runner is no finding on the GPU
-    missing = replace_claim(run, promise.id, verdict="skipped", evidence="cupti-python is not installed here")
+    # a library missing on this runner, as its environment record shows, is no finding on the GPU
+    absent = skips.structure_of(skips.library("cupti-python", ("cupti-python",), installed=False))
+    missing = replace_claim(run, promise.id, verdict="skipped", evidence="cupti-python is not installed", skip=absent)
+    without = dataclasses.replace(missing, environment={**missing.environment, "cupti_python": None})
     with pytest.warns(UserWarning, match=f"differ from .*\\n{promise.id}: skipped"):
-        assert_expected(missing, gpus=1)
+        assert_expected(without, gpus=1)
+    # where the record holds its version, or the reason is text alone, it is one
+    assert f"{promise.id}: skipped for a reason the run's environment record contradicts" in failure(missing)
+    text = replace_claim(run, promise.id, verdict="skipped", evidence="cupti-python is not installed here")
+    assert f"{promise.id}: skipped without a structured reason" in failure(text)
 
 
 def test_a_driver_update_may_change_old_texts_and_observations_with_a_warning():
@@ -381,4 +456,5 @@ def test_elsewhere_a_skipped_promise_with_a_reason_is_only_the_invariants_busine
     run = elsewhere(by_lab("migrate"))
     promise = next(c for c in run.claims if c.kind == "promise" and c.verdict == "holds")
     with pytest.warns(UserWarning, match="no expectations"):
-        assert_expected(replace_claim(run, promise.id, verdict="skipped", evidence="precondition not met"), gpus=1)
+        assert_expected(replace_claim(run, promise.id, verdict="skipped", evidence="precondition not met",
+                                      skip={"kind": "precondition"}), gpus=1)

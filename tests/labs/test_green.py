@@ -142,4 +142,5 @@ def test_green_scenarios_that_cannot_make_one_record_why(monkeypatch):
     for out, scenario in zip(outputs, ("handoff-green", "concurrent-green", "green-sm", "green-memory",
                                        "green-cupy", "green-runtime"), strict=True):
         (o,) = out["observations"]
-        assert (o.what, o.value, o.scenario) == ("skipped", "cuGreenCtxCreate returned X", scenario)
+        why = {"kind": "unsupported", "why": "cuGreenCtxCreate returned X"}  # a structured reason, ctxlab.records.skips
+        assert (o.what, o.value, o.scenario) == ("skipped", why, scenario)

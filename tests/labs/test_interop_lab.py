@@ -3,6 +3,7 @@ claims ``skipped`` with the reason (decided before any CUDA call). The run on th
 
 from ctxlab.labs import interop
 from ctxlab.labs.interop import LIBRARIES, libs
+from ctxlab.records import skips
 
 
 def test_libraries_start_in_fresh_interpreters_and_undefined_behaviour_is_repeated():
@@ -24,7 +25,8 @@ def test_a_missing_library_skips_its_claims_with_the_reason(monkeypatch):
 
     def require(lib):
         if lib == "jax":
-            raise interop.Missing("jax is not installed")
+            raise interop.Missing(skips.library("jax", ("jax", "jaxlib"), installed=False,
+                                                error="No module named 'jax'"))
 
     monkeypatch.setattr(libs, "require", require)  # decided before any CUDA call: no GPU needed
     observations = [*interop.alone(0, "jax")["observations"], *interop.refs(0, "jax")["observations"],
@@ -34,7 +36,10 @@ def test_a_missing_library_skips_its_claims_with_the_reason(monkeypatch):
     for cid in ("interop.jax.context", "interop.jax.fresh-thread", "interop.jax.references",
                 "interop.exchange.cupy-to-jax"):
         assert results[cid].verdict == "skipped" and "jax is not installed" in results[cid].evidence, results[cid]
+        assert results[cid].skip == {"kind": "library", "library": "jax", "distributions": ["jax", "jaxlib"],
+                                     "installed": False, "error": "No module named 'jax'"}, results[cid].skip
     assert results["interop.cupy.context"].verdict == "skipped"  # not run here
+    assert results["interop.cupy.context"].skip["kind"] == "not-selected"
 
 
 def test_areas_four_to_seven_are_scenarios_of_the_lab_and_of_check():
@@ -63,7 +68,7 @@ def test_a_missing_library_skips_its_claims_under_another_context(monkeypatch):
     from ctxlab.labs.interop import under as interop_under
 
     def require(lib):
-        raise interop.Missing(f"{lib} is not installed")
+        raise interop.Missing(skips.library(lib, libs.distributions_of(lib), installed=False))
 
     monkeypatch.setattr(libs, "require", require)  # decided before any CUDA call: no GPU needed
     observations = interop_under.under(0, "created", "numba")["observations"]
@@ -82,7 +87,8 @@ def test_a_teardown_child_that_crashes_keeps_the_outcomes_before_it(monkeypatch)
               "before": "correct"},
              {"step": "made", "library": "torch", "present": True, "version": "2.11.0", "made": "ok", "owner_id": 1,
               "before": "correct"},
-             {"step": "made", "library": "jax", "present": False, "reason": "jax is not installed"},
+             {"step": "made", "library": "jax", "present": False, "reason": "jax is not installed",
+              "skip": skips.library("jax", ("jax", "jaxlib"), installed=False)},
              {"step": "ids", "ids": {}, "owners": {"cupy": "the primary context", "torch": "the primary context"}},
              {"step": "teardown", "status": "CUDA_SUCCESS"},
              {"step": "old", "library": "cupy", "old": "silent-wrong-result (got 0, expected 8390656)"}]
@@ -96,6 +102,7 @@ def test_a_teardown_child_that_crashes_keeps_the_outcomes_before_it(monkeypatch)
     results = {r.id: r for r in judge(interop.CLAIMS, observations, ["blast-primary-reset"])}
     assert results["interop.blast.primary-reset.jax"].verdict == "skipped"
     assert "jax is not installed" in results["interop.blast.primary-reset.jax"].evidence
+    assert results["interop.blast.primary-reset.jax"].skip["kind"] == "library"  # the child's structured reason
     cupy = results["interop.blast.primary-reset.cupy"]
     assert cupy.verdict == "observed" and "wrong values without an error: 1" in cupy.evidence
 
@@ -114,6 +121,7 @@ def test_vmm_claims_of_a_missing_library_are_skipped():
                                     scenario="vmm"))
     results = {r.id: r for r in judge(interop.CLAIMS, observations, ["vmm"])}
     assert results["interop.vmm.jax"].verdict == "skipped"
+    assert results["interop.vmm.jax"].skip == {"kind": "inapplicable"}  # a row of an older recording: text alone
     assert results["interop.vmm.cuda-core"].verdict == "observed"
 
 

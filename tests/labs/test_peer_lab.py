@@ -37,12 +37,16 @@ def test_on_one_gpu_every_claim_is_skipped_with_the_reason(monkeypatch, device):
     for result in results:
         assert result.verdict == "skipped", result
         assert result.evidence.endswith(": needs 2 GPUs, this machine has 1"), result.evidence
+        assert result.skip == {"kind": "hardware", "resource": "gpus", "required": 2, "found": 1}, result.skip
+    # the run's environment records the one GPU, and the lab needs two: the skip stands
+    assert judge(lab.LAB.claims, observations, environment={"gpu_count": 1}, gpus=lab.LAB.gpus) == results
 
 
 def test_gpus_that_cannot_reach_each_other_skip_the_peer_scenarios_but_not_the_threads(monkeypatch):
     _gpus(monkeypatch, 2, access=0)
-    assert lab.pair_or_reason(0) == (None, "cuDeviceCanAccessPeer: GPU 0 -> GPU 1: 0, back: 0; these GPUs cannot "
-                                           "access each other's memory")
+    assert lab.pair_or_reason(0) == (None, {"kind": "hardware", "resource": "peer-access",
+                                            "why": "cuDeviceCanAccessPeer: GPU 0 -> GPU 1: 0, back: 0; these GPUs "
+                                                   "cannot access each other's memory"})
     assert lab.pair_or_reason(0, need_access=False) == ((0, 1), None)
 
 

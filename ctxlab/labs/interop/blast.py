@@ -19,6 +19,7 @@ from ctxlab.labs.interop import libs
 from ctxlab.labs.interop.blast_claims import CHILD_TIMEOUT, LINE, RELEASES, TEARDOWNS
 from ctxlab.labs.interop.libs import SUM, Missing, make, owner_of, primary_of, version_of
 from ctxlab.labs.interop.names import ENV, LIBRARIES
+from ctxlab.records import skips
 
 # ---------------------------------------------------------------- in the separate interpreter
 
@@ -62,7 +63,7 @@ def blast_main(device: int, teardown: str) -> None:
             libs.require(lib)
             m = make(lib, device)
         except Missing as why:
-            _emit({"step": "made", "library": lib, "present": False, "reason": str(why)})
+            _emit({"step": "made", "library": lib, "present": False, "reason": str(why), "skip": why.skip})
             continue
         except Exception as exc:
             _emit({"step": "made", "library": lib, "present": True, "version": version_of(lib),
@@ -123,11 +124,12 @@ def blast(device: int, teardown: str) -> dict:
     scenario = f"blast-{teardown}"
     if teardown == "reset-cupy":
         try:
-            import cupy
-        except ImportError:
-            return skipped_output(scenario, "cupy is not installed")
+            cupy = libs.require("cupy")
+        except Missing as why:
+            return skipped_output(scenario, why.skip)
         if not hasattr(cupy.cuda.runtime, "deviceReset"):
-            return skipped_output(scenario, f"cupy.cuda.runtime has no deviceReset (CuPy {cupy.__version__})")
+            return skipped_output(scenario, skips.unsupported(f"cupy.cuda.runtime has no deviceReset (CuPy "
+                                                              f"{cupy.__version__})"))
     rec = Recorder(scenario=scenario)
     lines, ended, stderr = _run_child(device, teardown)
     by_step: dict[str, dict] = {}
@@ -148,7 +150,7 @@ def blast(device: int, teardown: str) -> dict:
         v = by_step.get(lib, {})
         unread = silent if v.get("made") == "ok" else "-"  # a library that made nothing reads nothing
         rec.add(lib, "blast", {"library": lib, "teardown": teardown, "status": status,
-                               "present": v.get("present", True), "reason": v.get("reason"),
+                               "present": v.get("present", True), "reason": v.get("reason"), "skip": v.get("skip"),
                                "version": v.get("version"), "made": v.get("made", silent),
                                "owner": owners.get(lib, "unknown"), "before": v.get("before", unread),
                                "old": v.get("old", unread), "new": v.get("new", unread)}, context=(None, None))

@@ -53,7 +53,7 @@ def facts_blast(teardown: str, lib: str) -> Callable[[Observations], dict]:
             raise Inapplicable(f"blast-{teardown}: no outcome for {lib}")
         absent = [v for v in found if not v["present"]]
         if absent:
-            raise Inapplicable(f"blast-{teardown}: {absent[0]['reason']}")
+            raise Inapplicable(f"blast-{teardown}: {absent[0]['reason']}", absent[0].get("skip"))
 
         reads = [v["old"] for v in found] + [v["new"] for v in found]
         return {"library": TITLES[lib], "version": found[0].get("version") or "unknown",

@@ -239,7 +239,8 @@ def facts_fork_torch(obs: Observations) -> dict:
     """What PyTorch's first CUDA call did in the forked child; inapplicable when the parent never initialised CUDA."""
     found = _forked(obs)
     if any(v["torch"] is None for v in found):
-        raise Inapplicable("fork: " + (found[0].get("torch_reason") or "PyTorch did not initialise CUDA in the parent"))
+        raise Inapplicable("fork: " + (found[0].get("torch_reason") or "PyTorch did not initialise CUDA in the parent"),
+                           found[0].get("torch_skip"))
     return {"runs": _runs(found), "torch": spread(v["torch"] for v in found),
             "refused": sum(1 for v in found if REINIT in v["torch"]), "count": len(found)}
 

@@ -128,7 +128,7 @@ def exchange(device: int, producer: str, consumer: str, protocol: str) -> dict:
         init_library(producer, device)
         init_library(consumer, device)
     except Missing as why:
-        return skipped_output(scenario, str(why))
+        return skipped_output(scenario, why.skip)
     primary, _ = primary_of(device)
     how = (f"{producer} -> {'from_dlpack' if protocol == 'dlpack' else CAI_CONSUMERS[consumer]} in {consumer}, "
            f"handed over inside the producer's stream")

@@ -86,14 +86,14 @@ def fork(device: int) -> dict:
     rec = cuda_recorder("fork")
     libs.require("cupy")
     keep = [init_library("cupy", device)["keep"]]
-    torch_reason = None
+    torch_reason, torch_skip = None, None
     try:
         libs.require("torch")
         keep.append(init_library("torch", device)["keep"])
     except Missing as why:
-        torch_reason = str(why)
+        torch_reason, torch_skip = str(why), why.skip
     rec.add("parent", "parent initialised", {"cupy": version_of("cupy"), "torch": version_of("torch"),
-                                             "torch_reason": torch_reason})
+                                             "torch_reason": torch_reason, "torch_skip": torch_skip})
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report, then leave without running any of the parent's exit handlers
@@ -116,7 +116,7 @@ def fork(device: int) -> dict:
         value.setdefault(key, "no answer (" + ended + ")")
     value.setdefault("current_handle", None)
     value.setdefault("torch", None if torch_reason else "no answer (" + ended + ")")
-    rec.add("child", "forked child", {**value, "ended": ended, "torch_reason": torch_reason})
+    rec.add("child", "forked child", {**value, "ended": ended, "torch_reason": torch_reason, "torch_skip": torch_skip})
     return scenario_output(rec)
 
 

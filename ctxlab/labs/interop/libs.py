@@ -19,10 +19,28 @@ from ctxlab.cuda.outcome import attempt, checked
 from ctxlab.labs.common import context_state
 from ctxlab.labs.interop.names import DISTRIBUTIONS
 from ctxlab.labs.interop.under_claims import IOTA, SUM, N, which
+from ctxlab.records import skips
+from ctxlab.records.skips import Skip
 
 
 class Missing(Exception):
-    """A library this scenario needs is not installed or has no GPU backend: the scenario records why."""
+    """A library this scenario needs is not installed, does not import, or has no GPU backend: the scenario records
+    why, ``skip`` (a library skip of ``ctxlab.records.skips``: whether it is installed, and its error)."""
+
+    def __init__(self, skip: Skip):
+        super().__init__(skip["why"])
+        self.skip = skip
+
+
+def distributions_of(lib: str) -> tuple[str, ...]:
+    """The package distributions a library may be installed as (what ``version_of`` looks for)."""
+    return ("cupy-cuda13x", "cupy-cuda12x", "cupy") if lib == "cupy" else DISTRIBUTIONS[lib]
+
+
+def missing(lib: str, error: str, why: str | None = None) -> Missing:
+    """A library that is there by its package metadata but failed with ``error`` (``why``: the sentence, where
+    it is not "could not be imported")."""
+    return Missing(skips.library(lib, distributions_of(lib), installed=True, error=error, why=why))
 
 
 def version_of(lib: str) -> str | None:
@@ -42,10 +60,11 @@ def require(lib: str) -> Any:
         found = importlib.import_module(module)
     except ImportError as exc:
         if version_of(lib) is None:
-            raise Missing(f"{lib} is not installed") from None
-        raise Missing(f"{lib} could not be imported: {exc}") from None
+            raise Missing(skips.library(lib, distributions_of(lib), installed=False, error=str(exc))) from None
+        raise missing(lib, str(exc)) from None
     if lib == "torch" and not found.cuda.is_available():
-        raise Missing("torch has no CUDA device (a CPU-only build, or no driver)")
+        why = "torch has no CUDA device (a CPU-only build, or no driver)"
+        raise missing(lib, "torch.cuda.is_available() is False", why)
     return found  # JAX's GPU backend is looked for in init_library: looking starts its client, which creates a context
 
 
@@ -91,7 +110,7 @@ def init_library(lib: str, device: int) -> dict:
         try:
             dev = jax.devices("gpu")[device]
         except RuntimeError as exc:
-            raise Missing(f"jax has no GPU backend ({str(exc).splitlines()[0]})") from None
+            raise missing("jax", str(exc), f"jax has no GPU backend ({str(exc).splitlines()[0]})") from None
         x = jax.device_put(jnp.arange(16, dtype=jnp.int32), dev)
         x.block_until_ready()
         return {"pointer": x.unsafe_buffer_pointer(), "keep": x, "call": "jax.device_put(jnp.arange, gpu)"}
@@ -253,7 +272,7 @@ def make(lib: str, device: int) -> Made:
         try:
             dev = jax.devices("gpu")[device]
         except RuntimeError as exc:
-            raise Missing(f"jax has no GPU backend ({str(exc).splitlines()[0]})") from None
+            raise missing("jax", str(exc), f"jax has no GPU backend ({str(exc).splitlines()[0]})") from None
         x = jax.device_put(jnp.arange(1, N + 1, dtype=jnp.int32), dev)
         x.block_until_ready()
         return Made(x, x.unsafe_buffer_pointer(), "jax.device_put(jnp.arange, gpu); jnp.sum",

@@ -68,7 +68,7 @@ def ipc_child(device: int, exports: list, conn: Any) -> None:
 
 
 def _ipc_arrays(device: int, keep: list) -> dict[str, Any]:
-    """name -> the pointer of an array of 1..N, or why that library is absent."""
+    """name -> the pointer of an array of 1..N, or why that library is absent (its library skip)."""
     import numpy
     from cuda.bindings import runtime
 
@@ -81,7 +81,7 @@ def _ipc_arrays(device: int, keep: list) -> dict[str, Any]:
         try:
             libs.require(lib)
         except Missing as why:
-            found[lib] = str(why)
+            found[lib] = why.skip  # a library skip (ctxlab.records.skips): its row says why, structured
             continue
         if lib == "cupy":
             import cupy
@@ -109,8 +109,8 @@ def ipc_main(device: int) -> dict:
     rows: dict[str, dict] = {}
     exports = []
     for name, pointer in arrays.items():
-        if isinstance(pointer, str):
-            rows[name] = {"present": False, "reason": pointer}
+        if isinstance(pointer, dict):
+            rows[name] = {"present": False, "reason": pointer["why"], "skip": pointer}
             continue
         base, size = check(driver.cuMemGetAddressRange(pointer), "cuMemGetAddressRange")
         offset = pointer - int(base)
@@ -228,9 +228,10 @@ def vmm(device: int) -> dict:
             libs.require(lib)
             made = make(lib, device)
             keep.append(made)
-            row = {"present": True, "version": version_of(lib), "owner": _pointer_owner(made.pointer or 0, ids)}
+            row: dict[str, Any] = {"present": True, "version": version_of(lib),
+                                   "owner": _pointer_owner(made.pointer or 0, ids)}
         except Missing as why:
-            row = {"present": False, "reason": str(why)}
+            row = {"present": False, "reason": str(why), "skip": why.skip}
         except Exception as exc:
             row = {"present": True, "version": version_of(lib), "owner": f"not allocated: {status_name(exc)[:300]}"}
         drv.set_current(primary)  # whatever the library left current, the next reads with the primary context
@@ -243,7 +244,7 @@ def torch_expandable(device: int) -> dict:
     try:
         libs.require("torch")
     except Missing as why:
-        return skipped_output("vmm-torch-expandable", str(why))
+        return skipped_output("vmm-torch-expandable", why.skip)
     init_driver()
     rec = cuda_recorder("vmm-torch-expandable")
     made = make("torch", device)

@@ -52,7 +52,7 @@ def _ipc_rows(obs: Observations, source: str) -> dict:
     if v is None:
         raise Inapplicable(f"ipc: no row for {source}")
     if not v["present"]:
-        raise Inapplicable(f"ipc: {v['reason']}")
+        raise Inapplicable(f"ipc: {v['reason']}", v.get("skip"))
     return v
 
 
@@ -96,7 +96,7 @@ def facts_library(lib: str) -> Callable[[Observations], dict]:
         if v is None:
             raise Inapplicable(f"{scenario}: no allocation recorded for {lib}")
         if not v["present"]:
-            raise Inapplicable(f"{scenario}: {v['reason']}")
+            raise Inapplicable(f"{scenario}: {v['reason']}", v.get("skip"))
         return {"library": LIBRARY_TITLES[lib], "version": v.get("version") or "unknown", "owner": v["owner"],
                 "extra": f"; {v['mapping']}" if v.get("mapping") else ""}
 

@@ -37,7 +37,7 @@ def alone(device: int, lib: str) -> dict:
     try:
         rec, made, before = _initialised(scenario, lib, device, state_before=True)
     except Missing as why:
-        return skipped_output(scenario, str(why))
+        return skipped_output(scenario, why.skip)
     cur = drv.current()
     primary, primary_id = primary_of(device)
     owner = owner_context(made["pointer"])
@@ -95,7 +95,7 @@ def refs(device: int, lib: str) -> dict:
     try:
         rec, made, _ = _initialised(scenario, lib, device)
     except Missing as why:
-        return skipped_output(scenario, str(why))
+        return skipped_output(scenario, why.skip)
     rec.add("init", "initialised", {"library": lib, "version": version_of(lib), "call": made["call"]})
     _count_references(device, rec, {"library": lib, "version": version_of(lib)})
     return scenario_output(rec)
@@ -111,7 +111,7 @@ def together(device: int) -> dict:
             libs.require(lib)
             made = init_library(lib, device)
         except Missing as why:
-            rec.add(lib, "together", {"library": lib, "present": False, "reason": str(why)})
+            rec.add(lib, "together", {"library": lib, "present": False, "reason": str(why), "skip": why.skip})
             continue
         kept.append(made["keep"])
         loaded.append(lib)

@@ -29,6 +29,7 @@ from ctxlab.labs.interop.libs import (
 from ctxlab.labs.interop.names import ENV, LIBRARIES
 from ctxlab.labs.interop.under_claims import CONTEXT_NAMES, KINDS, SUM, N, which
 from ctxlab.labs.migrate.green import SMID_BLOCKS, distinct_sms
+from ctxlab.records import skips
 
 
 def _enter(kind: str, device: int) -> tuple[int, Any]:
@@ -49,8 +50,10 @@ def under(device: int, kind: str, lib: str) -> dict:
         libs.require(lib)
         init_driver()
         handle, keep_context = _enter(kind, device)
-    except (Missing, GreenUnavailable) as why:
-        return skipped_output(scenario, str(why))
+    except Missing as why:
+        return skipped_output(scenario, why.skip)
+    except GreenUnavailable as why:
+        return skipped_output(scenario, skips.unsupported(str(why)))
     rec = cuda_recorder(scenario)
     context_id = drv.context_id(handle)
     first_call = None
@@ -63,7 +66,7 @@ def under(device: int, kind: str, lib: str) -> dict:
         made: Made | None = make(lib, device)
         alloc = "ok"
     except Missing as why:
-        return skipped_output(scenario, str(why))
+        return skipped_output(scenario, why.skip)
     except Exception as exc:  # the library refused: its error, by name, is the outcome
         made, alloc = None, status_name(exc)[:300]
     after_alloc = _current_id()
@@ -98,9 +101,12 @@ def torch_green(device: int) -> dict:
     scenario = "torch-green-contexts"
     try:
         torch = libs.require("torch")
+    except Missing as why:
+        return skipped_output(scenario, {**why.skip, "why": f"torch.cuda.green_contexts is not available: {why}"})
+    try:
         importlib.import_module("torch.cuda.green_contexts")
-    except (Missing, ImportError) as why:
-        return skipped_output(scenario, f"torch.cuda.green_contexts is not available: {why}")
+    except ImportError as why:  # this PyTorch has none: its version lacks them
+        return skipped_output(scenario, skips.unsupported(f"torch.cuda.green_contexts is not available: {why}"))
     init_driver()
     rec = cuda_recorder(scenario)
     torch.cuda.set_device(device)
@@ -110,7 +116,8 @@ def torch_green(device: int) -> dict:
     try:
         gc, how = _torch_green(torch, sms, device)
     except Exception as exc:
-        return skipped_output(scenario, f"PyTorch's green context could not be made here: {status_name(exc)[:300]}")
+        return skipped_output(scenario, skips.unsupported(f"PyTorch's green context could not be made here: "
+                                                          f"{status_name(exc)[:300]}"))
     if hasattr(gc, "Stream"):  # its documented way: work on a stream of the green context
         stream = gc.Stream()
         handle, green_ctx = int(stream.cuda_stream), drv.stream_context(int(stream.cuda_stream))

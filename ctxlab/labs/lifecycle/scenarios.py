@@ -14,7 +14,8 @@ from ctxlab.cuda.outcome import checked, outcome
 from ctxlab.harness.recorder import Recorder
 from ctxlab.harness.threads import Choreography, Step
 from ctxlab.lab import Isolation, LabOptions, Scenario
-from ctxlab.labs.common import StepRecorder, context_state, green_or_skip
+from ctxlab.labs.common import StepRecorder, context_state, green_or_skip, record_skip
+from ctxlab.records import skips
 from ctxlab.tracing.calls import summarize
 from ctxlab.tracing.tracer import start_for_child
 
@@ -94,7 +95,7 @@ def init_device(device: int) -> dict:
 
     s = _calls("init-device", device)
     if not hasattr(runtime, "cudaInitDevice"):
-        s.rec.add("start", "skipped", "cudaInitDevice is not in this runtime (CUDA 12.0+ only)")
+        record_skip(s.rec, skips.unsupported("cudaInitDevice is not in this runtime (CUDA 12.0+ only)"))
         return s.output()
     s.after("start")
     status = _runtime_status(runtime.cudaInitDevice, device, 0, 0, call="cudaInitDevice")
@@ -250,8 +251,8 @@ def execution_context(device: int) -> dict:
     version = runtime_versions().get("cuda_bindings")
     where = f"cuda-bindings {package_version('cuda-bindings')} (its runtime: {_version_text(version)})"
     if not hasattr(runtime, "cudaDeviceGetExecutionCtx"):
-        s.rec.add("start", "skipped", f"{where} has no cudaDeviceGetExecutionCtx: the runtime's execution "
-                  "contexts arrived in CUDA 13.1", context=(None, None))
+        record_skip(s.rec, skips.unsupported(f"{where} has no cudaDeviceGetExecutionCtx: the runtime's execution "
+                                             "contexts arrived in CUDA 13.1"))
         return s.output()
 
     def exec_ctx_id() -> tuple[str, int | None]:
@@ -266,8 +267,8 @@ def execution_context(device: int) -> dict:
     if status in TOO_OLD:
 
         driver_version = int(check(init_driver().cuDriverGetVersion(), "cuDriverGetVersion"))
-        s.rec.add("start", "skipped", f"cudaDeviceGetExecutionCtx of {where} returned {status} on a driver of "
-                  f"{_version_text(driver_version)}", context=(None, None))
+        record_skip(s.rec, skips.unsupported(f"cudaDeviceGetExecutionCtx of {where} returned {status} on a driver "
+                                             f"of {_version_text(driver_version)}"))
         return s.output()
     s.after("cudaDeviceGetExecutionCtx", status=status)
     primary = drv.primary_retain(device)

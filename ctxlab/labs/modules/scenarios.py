@@ -20,10 +20,11 @@ from ctxlab.cuda.environment import init_driver
 from ctxlab.cuda.errors import check
 from ctxlab.cuda.kernels import ProbeModule, _arch_of_current_context, compile_cubin
 from ctxlab.lab import Isolation, LabOptions, Scenario
-from ctxlab.labs.common import StepRecorder, cuda_recorder, scenario_output
+from ctxlab.labs.common import StepRecorder, cuda_recorder, record_skip, scenario_output
 from ctxlab.labs.migrate.scenarios import cupy_kernel_reverse
 from ctxlab.labs.modules.claims import BIG_MIB
 from ctxlab.labs.modules.stub import parse_stub
+from ctxlab.records import skips
 from ctxlab.tracing.tracer import Tracer, TraceUnavailable
 
 BIG_SOURCE = f"""
@@ -177,7 +178,7 @@ def _build_probe(rec) -> str | None:
     skipped) when nvcc is missing or fails."""
     compiler = shutil.which("nvcc") or next(iter(glob.glob("/usr/local/cuda/bin/nvcc")), None)
     if not compiler:
-        rec.add("build", "skipped", "nvcc is not on the PATH (nor in /usr/local/cuda/bin)", context=(None, None))
+        record_skip(rec, skips.unsupported("nvcc is not on the PATH (nor in /usr/local/cuda/bin)"), step="build")
         return None
     work = tempfile.mkdtemp(prefix="ctxlab-nvcc-")
     source = os.path.join(work, "nvcc_probe.cu")
@@ -187,7 +188,7 @@ def _build_probe(rec) -> str | None:
     build = subprocess.run([compiler, "--keep", f"--keep-dir={work}", "-shared", "-Xcompiler", "-fPIC",
                             "-o", library_path, source], check=False, capture_output=True, text=True, timeout=240)
     if build.returncode != 0:
-        rec.add("build", "skipped", f"nvcc failed: {build.stderr.strip()[-400:]}", context=(None, None))
+        record_skip(rec, skips.unsupported(f"nvcc failed: {build.stderr.strip()[-400:]}"), step="build")
         return None
     stub_path = next(iter(glob.glob(os.path.join(work, "*.cudafe1.stub.c"))), None)
     stub_text = Path(stub_path).read_text() if stub_path else ""

@@ -40,7 +40,7 @@ current device. Needs 2 GPUs: on one, every claim is skipped with why.
 
 LAB = Lab(NAME, "On two GPUs, does peer access belong to the context and follow it to another thread, and what is "
                 "each thread's current device?", LabOptions, claims.CLAIMS, scenarios_in(f"{__name__}.scenarios"),
-          help=HELP)
+          help=HELP, gpus=2)
 
 # The scenario functions, loaded when first used (they import ctxlab's tracer and CUDA helpers).
 __getattr__ = exports(__name__, {"can_access": "scenarios", "pair_or_reason": "scenarios"})

@@ -16,6 +16,8 @@ from ctxlab.harness.threads import Choreography, Step
 from ctxlab.lab import LabOptions, Scenario
 from ctxlab.labs.common import StepRecorder, context_state, cuda_recorder, scenario_output, skipped_output
 from ctxlab.labs.peer.claims import KINDS, RESETS, THREADS, VALUE, VALUE_AFTER, WITHOUT
+from ctxlab.records import skips
+from ctxlab.records.skips import Skip
 
 
 class Start(NamedTuple):
@@ -30,21 +32,23 @@ def _start(scenario: str, device: int) -> Start | dict:
     """The pair of GPUs and the recorder, or the skipped scenario's output where this machine cannot run it."""
     pair, why = pair_or_reason(device)
     if pair is None:
-        return skipped_output(scenario, str(why))
+        assert why is not None  # pair_or_reason gives one or the other
+        return skipped_output(scenario, why)
     return Start(pair[0], pair[1], cuda_recorder(scenario=scenario))
 
 
-def pair_or_reason(device: int, need_access: bool = True) -> tuple[tuple[int, int] | None, str | None]:
-    """``((device, peer), None)``: the lab's GPU and the next one; or ``(None, why)`` where the pair cannot run."""
+def pair_or_reason(device: int, need_access: bool = True) -> tuple[tuple[int, int] | None, Skip | None]:
+    """``((device, peer), None)``: the lab's GPU and the next one; or ``(None, why)`` where the pair cannot run,
+    ``why`` a hardware skip (``ctxlab.records.skips``): too few GPUs, counted, or a pair without peer access."""
     count = environment.device_count()  # through the module: a test stands in for it
     if count < 2:
-        return None, f"needs 2 GPUs, this machine has {count}"
+        return None, skips.gpus(2, count)
     peer = (device + 1) % count
     if need_access:
         there, back = can_access(device, peer), can_access(peer, device)
         if not (there and back):
-            return None, (f"cuDeviceCanAccessPeer: GPU {device} -> GPU {peer}: {there}, back: {back}; these GPUs "
-                          "cannot access each other's memory")
+            return None, skips.peer_access(f"cuDeviceCanAccessPeer: GPU {device} -> GPU {peer}: {there}, back: "
+                                           f"{back}; these GPUs cannot access each other's memory")
     return (device, peer), None
 
 
@@ -222,7 +226,8 @@ def thread_devices(device: int) -> dict:
 
     pair, why = pair_or_reason(device, need_access=False)
     if pair is None:
-        return skipped_output(THREADS, str(why))
+        assert why is not None  # pair_or_reason gives one or the other
+        return skipped_output(THREADS, why)
     chosen = max(pair)  # never 0, so a thread that kept the default device is told apart
     s = StepRecorder(THREADS, "after", _devices_probe(pair), label="call")
     seen: dict = {}

@@ -10,8 +10,9 @@ from ctxlab.cuda import green as greens
 from ctxlab.cuda.environment import init_driver
 from ctxlab.cuda.kernels import ProbeModule
 from ctxlab.cuda.outcome import checked
-from ctxlab.labs.common import green_or_skip
+from ctxlab.labs.common import green_or_skip, record_skip
 from ctxlab.labs.refcount.held import Held, destroyed_while_current_elsewhere, release_past_zero, steps_of
+from ctxlab.records import skips
 
 
 def _green_steps(scenario: str, device: int):
@@ -21,7 +22,7 @@ def _green_steps(scenario: str, device: int):
     init_driver()
     why = greens.unavailable()
     if why:
-        steps.rec.add("start", "skipped", why, context=(None, None))
+        record_skip(steps.rec, skips.unsupported(why))
         return None, None, steps.output()
     return held, steps, None
 
