@@ -12,17 +12,17 @@ Report: https://github.com/lupinemachines/lupine/issues/852 -- a cuLaunchHostFun
 pinned allocation faults on the driver's callback thread, and the process dies by SIGSEGV; only the sample
 that posts a host callback reading pinned memory crashes.
 
-Expected finding: program-crashed on CUDA's host-function thread (named as the OS names it, "cuda..."), at
-the line marked HAZARD in on_downloaded(), with its because at the line marked CAUSE in grab() (the
-cudaLaunchHostFunc that queued the host function). Ends by SIGSEGV.
+Expected finding: program-crashed on CUDA's host-function thread (named as the OS names it: "python..."), at
+the line marked HAZARD in on_downloaded(), its because at the line marked CAUSE in grab(). Ends by SIGSEGV.
 
     ctxlab audit -- examples/realworld/crash_host_func_reads_slot_pool_took_back.py
 
-The program, not the expectation, was corrected after the first wave-5 audit on an H100: it read the slot with
-ctypes.string_at, which for a null pointer makes a 16-byte bytes object without reading anything, so the
-program ended normally. It then read through a ctypes array placed at the slot's address; the second H100
-audit showed that this too read no memory at address 0 (it printed bytes of a Python object and ended
-normally). It now copies the header out with ctypes.memmove (C's memmove), which reads the address it is given.
+Corrected after H100 audits. The program: the first read the slot with ctypes.string_at, which for a null
+pointer reads nothing (it ended normally), the second through a ctypes array at the slot's address, which read a
+Python object (the same); it now copies the header with ctypes.memmove, which reads the address it is given. The
+expectation's thread, after the third audit placed crash, line and cause as expected: it said "cuda...", a guess
+at the name the driver gives its host-function thread; driver 580 leaves it the process's name ("python3 (TID)"
+in the report, a thread the program did not start), so the expected thread is now "python".
 """
 
 import ctypes

@@ -28,6 +28,7 @@ from tests.gpu import expected
 from tests.gpu.expected import (
     EXPECTATIONS,
     H200,
+    outcome_problems,
     assert_expected,
     environment_key,
     expectations_for,
@@ -37,6 +38,7 @@ from tests.gpu.expected import (
     verdict_problems,
 )
 
+H100 = EXPECTATIONS / "nvidia-h100-80gb-hbm3_driver-13000_cuda-bindings-13030_cupy-13020.json"
 ELSEWHERE = {"gpu": "NVIDIA L4", "driver_version": 12080, "runtime_versions": {"cupy": 12080, "cuda_bindings": 12090}}
 
 
@@ -95,7 +97,7 @@ def failure(run, **kwargs) -> str:
 
 def test_every_expectations_file_is_named_for_its_environment_and_covers_the_catalogue():
     catalogue = {c.id: c.kind for c in ctxlab.claims()}
-    assert expected.files() == [H200]  # today's, the H200's
+    assert expected.files() == [H100, H200]  # today's: the H100's and the H200's
     for path in expected.files():
         table = json.loads(path.read_text())
         assert path.stem == slug(table["written_for"]), path.name
@@ -125,6 +127,21 @@ def test_the_recorded_h200_run_passes_with_exact_verdicts_and_elsewhere_with_the
     assert_expected(run, gpus=1)
     with pytest.warns(UserWarning, match="no expectations for .*NVIDIA L4.*the invariants were checked"):
         assert_expected(elsewhere(run), gpus=1)
+
+
+@pytest.mark.parametrize("lab", ["migrate", "refcount", "lifecycle", "modules", "interop", "peer"])
+def test_the_recorded_h100_run_meets_the_h100s_file_exactly(lab):
+    """labs/results/h100/check.json, a full check on one H100 with structured skips and its GPU count: its file
+    is found by its environment, and every verdict and observation's outcome class is the one the file expects."""
+    runs = runs_from_document(recorded("h100/check.json"), "h100/check.json")
+    (run,) = [r for r in runs if r.lab == lab]
+    table = expectations_for(run.environment)
+    assert table == json.loads(H100.read_text()) and run.environment["gpu_count"] == 1
+    assert verdict_problems(run, table, gpus=1) == [] and outcome_problems(run, table) == []
+    assert_expected(run, gpus=1)
+    changed = [c for c in run.claims if c.verdict == "changed"]  # the file decides: an old text read as holding
+    for claim in changed[:1]:
+        assert f"{claim.id}: holds (expected changed)" in failure(replace_claim(run, claim.id, verdict="holds"))
 
 
 def test_the_recorded_lab_runs_pass_too():
