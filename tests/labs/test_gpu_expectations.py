@@ -28,11 +28,11 @@ from tests.gpu import expected
 from tests.gpu.expected import (
     EXPECTATIONS,
     H200,
-    outcome_problems,
     assert_expected,
     environment_key,
     expectations_for,
     invariant_problems,
+    outcome_problems,
     selected_scenarios,
     slug,
     verdict_problems,
