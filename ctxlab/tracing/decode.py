@@ -28,54 +28,8 @@ class Sources:
 
 
 def event_of(row: Mapping, src: Sources) -> dict:
-    """The event of one record."""
-    domain = int(row["domain"])
-    tid, cbid = int(row["tid"]), int(row["cbid"])
-    context = int(row["context"])
-    event: dict
-    if domain == native.DOMAIN_RESOURCE:
-        name = src.resource(cbid)
-        event = {"domain": "resource", "name": name, "context": context, "tid": tid, "start": int(row["start"])}
-        if name.startswith("STREAM") and row["a"]:
-            event["stream"] = int(row["a"])
-        if name.startswith("MODULE"):
-            event["module_id"] = int(row["b"])
-        if int(row["context_uid"]):
-            event["context_uid"] = int(row["context_uid"])
-    else:
-        kind = "driver" if domain == native.DOMAIN_DRIVER else "runtime"
-        raw = src.function(kind, cbid)
-        event = {"domain": kind, "name": api_name(kind, raw), "tid": tid, "start": int(row["start"]),
-                 "end": int(row["end"]), "correlation": int(row["correlation"]),
-                 "status": src.status(kind, int(row["status"])), "context": context,
-                 "context_uid": int(row["context_uid"])}
-        values = tuple(int(row[key]) for key in ("a", "b", "c", "d", "e"))
-        args = named_args(raw, values, runtime=kind == "runtime")
-        if args:
-            event["args"] = args
-        if int(row["flags"]) & native.NESTED_IN_RUNTIME:
-            event["from"] = "callback"  # a driver call the runtime made beneath one of its own
-        if int(row["flags"]) & native.NO_EXIT:
-            event["no_exit"] = True
-        if row["blob"]:
-            kept = src.blob(int(row["blob"]), int(row["blob_len"]))
-            if kept[:4] == _CALLERS:
-                event["callers"] = src.callers(kept)
-            else:
-                event["arguments"] = kept
-        elif int(row["flags"]) & native.BLOB_DROPPED:
-            event["arguments_dropped"] = True
-    if row["stack"]:
-        frames, reason, library, asked_by = src.stack(int(row["stack"]))
-        if frames is not None:
-            event["stack"] = frames
-        else:
-            event["stack_missing"] = reason
-        if library:
-            event["library"] = library
-        if asked_by:  # made on a library's thread while this Python thread waited on it
-            event["asked_by"] = asked_by
-    return event
+    """The event of one record (a numpy record, or any mapping of ``native.RECORD_FIELDS``' names)."""
+    return events_of_rows([tuple(int(row[name]) for name, _type in native.RECORD_FIELDS)], src)[0]
 
 
 _I = {name: i for i, (name, _type) in enumerate(native.RECORD_FIELDS)}
