@@ -17,7 +17,7 @@ from ctxlab.labs import get_lab
 from ctxlab.levels import FULL, LEVELS, default_level, unjudged_reason
 from ctxlab.records.shapes import runs_from_document
 from ctxlab.suite import changes, deciding_options, level_differences, run_check
-from tests.conftest import recorded
+from tests.conftest import RESULTS, recorded
 from tests.fake_labs import REGISTRY
 
 
@@ -219,3 +219,22 @@ def test_the_levels_recorded_on_the_h200_keep_their_promise():
     assert doc["levels"]["3"]["unjudged"] == 0 and doc["levels"]["3"]["judged"] == 124
     assert doc["levels"]["1"]["judged"] == 9 and doc["levels"]["1"]["skipped"] == 0
     assert all(exit == 0 for row in doc["levels"].values() for exit in row["exit"])
+
+
+def test_the_level_comparison_is_recomputed_from_the_committed_runs():
+    """The differences levels.json states are worked out again from the runs it names that are committed (each
+    level's first run, beside the full check), not read from the file; a moved verdict in either side is one."""
+    doc = recorded("levels/levels.json")
+    full = runs_from_document(recorded(doc["full_check"]), doc["full_check"])
+    committed = [row for row in doc["runs"] if row["level"] != 3 and (RESULTS / "levels" / row["json"]).exists()]
+    assert {row["level"] for row in committed} == {1, 2}  # each lower level has a run to recompute from
+    recomputed = []
+    for row in committed:
+        lower = runs_from_document(recorded(f"levels/{row['json']}"), row["json"])
+        recomputed += level_differences(lower, full)
+        judged = next(c for r in lower for c in r.claims if c.verdict not in ("unjudged", "skipped"))
+        moved = "fails" if judged.verdict != "fails" else "holds"
+        broken = [dataclasses.replace(r, claims=tuple(dataclasses.replace(c, verdict=moved) if c.id == judged.id
+                                                      else c for c in r.claims)) for r in lower]
+        assert [d["claim"] for d in level_differences(broken, full)] == [judged.id]
+    assert recomputed == doc["differences"] == []
