@@ -38,6 +38,16 @@ def _full(stats: dict) -> str:
             f"free disk where it lies)")
 
 
+def _folded(stats: dict) -> str:
+    """What a long recording showed as counts, for the summary line ("" when it showed every call)."""
+    folded = stats.get("folded") or {}
+    if not folded.get("calls"):
+        return ""
+    return (f"; a long recording: {folded['calls']:,} repeated calls are shown as counts, not calls (each kept "
+            f"launch says how many it stands for; the last {folded.get('tail_kept', '?')} calls of each thread are "
+            f"all shown)")
+
+
 def run_traced(code, module, argv, only, thread, fmt, output, echo, calls_mode: str = "context",
                err=None, timeout: float | None = None, stall: float | None = None,
                record_limit: int | None = None) -> int:
@@ -62,5 +72,6 @@ def run_traced(code, module, argv, only, thread, fmt, output, echo, calls_mode: 
         end = "" if ending.how == "exit" else f"; the program {ending.detail}: the calls up to then are shown"
         err(f"ctxlab trace: {stats['api_calls']} API calls, {stats['resource_events']} resource events "
             f"({stats.get('records', 0)} records kept by ctxlab's C callback in its flight recorder, "
-            f"{stats.get('stacks', 0)} stacks); the program ran {ending.seconds:.3f} s{end}{_full(stats)}")
+            f"{stats.get('stacks', 0)} stacks); the program ran {ending.seconds:.3f} s{end}{_full(stats)}"
+            f"{_folded(stats)}")
     return status

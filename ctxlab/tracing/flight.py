@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ctxlab.tracing import native
 from ctxlab.tracing.decode import Sources, events_of_rows
-from ctxlab.tracing.fold import fold
+from ctxlab.tracing.fold import AUTO_RECORDS, fold
 from ctxlab.tracing.frames import is_user_file, shown
 from ctxlab.tracing.names import api_name
 from ctxlab.tracing.native import objects
@@ -179,10 +179,11 @@ def _named(table: dict, kind: str, value: int, fallback: str) -> str:
     return str(table.get(kind, {}).get(str(value)) or fallback)
 
 
-def read_flight(files: FlightFiles, fold_records: bool = False, breaks: list[int] | None = None) -> Flight:
+def read_flight(files: FlightFiles, fold_records: bool | str = False, breaks: list[int] | None = None) -> Flight:
     """Everything the recording holds now (the child may still be running: what it wrote so far). With
     ``fold_records``, repeated queries and runs of identical launches are folded into counts
-    (``ctxlab.tracing.fold``): what judging needs, in memory bounded by what is kept; ``breaks``, the sorted
+    (``ctxlab.tracing.fold``): what judging needs, in memory bounded by what is kept (``"auto"``: only a
+    recording of more than ``fold.AUTO_RECORDS`` records, as ``ctxlab trace`` reads one); ``breaks``, the sorted
     times of events noted apart from the records, end runs of launches."""
     try:
         with open(files.path(NAMES)) as handle:
@@ -201,8 +202,8 @@ def read_flight(files: FlightFiles, fold_records: bool = False, breaks: list[int
             return _read(data, names, files, fold_records, breaks)
 
 
-def _read(data, names: dict, files: FlightFiles, fold_records: bool = False, breaks: list[int] | None = None
-          ) -> Flight:
+def _read(data, names: dict, files: FlightFiles, fold_records: bool | str = False,
+          breaks: list[int] | None = None) -> Flight:
     import numpy
 
     head = header_of(data)
@@ -229,6 +230,8 @@ def _read(data, names: dict, files: FlightFiles, fold_records: bool = False, bre
     dtype = native.__getattr__("RECORD_DTYPE")
     rows = numpy.frombuffer(data, dtype=dtype, count=count, offset=head["off_records"])
     folded = None
+    if fold_records == "auto":
+        fold_records = count > AUTO_RECORDS
     if fold_records:
         def release(upto: int) -> None:  # the pages of records already read leave the parent's memory
             end = (head["off_records"] + upto * dtype.itemsize) // mmap.PAGESIZE * mmap.PAGESIZE

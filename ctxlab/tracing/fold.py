@@ -34,6 +34,8 @@ from ctxlab.tracing.fields import named_args
 from ctxlab.tracing.names import api_name
 
 TAIL = 64
+# ``ctxlab trace`` shows every call of a recording up to this many records, and folds a longer one (``auto``)
+AUTO_RECORDS = 1_000_000
 CHUNK = 1 << 18  # records a pass reads at a time (27 MiB of them): bounds the columns made from them
 # Calls that read state and change none (public names; prefixes cover _v2 forms). Their successes order
 # nothing: cuStreamQuery and cuEventQuery are not here.

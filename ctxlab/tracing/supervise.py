@@ -200,7 +200,7 @@ def run_supervised(mode: str, code: str | None = None, module: str | None = None
                    calls: str = "context", timeout: float = DEFAULT_TIMEOUT_S, stall: float = DEFAULT_STALL_S,
                    env: dict[str, str] | None = None, keep: str | None = None,
                    observer: str | None = None, prepare: Callable[[], None] | None = None,
-                   fold: bool = False) -> Supervised:
+                   fold: bool | str = False) -> Supervised:
     """Run the program in a child (mode ``trace``; ``observe``: under ``observer``, a "module:function" of a higher
     layer that runs it into the flight recorder, as the audit's does; ``run``: untraced); what its recording holds
     however it ended. Raises TraceUnavailable when the child's tracer could not start, FileNotFoundError for a
@@ -209,7 +209,8 @@ def run_supervised(mode: str, code: str | None = None, module: str | None = None
     ``timeout``/``stall`` 0: no limit. ``env``: variables set for the program (CUDA_LAUNCH_BLOCKING=1 to pin a
     sticky error). ``keep``: a folder to keep the recording in (else a temporary one, removed). ``prepare``: what
     the parent does while the child starts (importing what it judges with, so that its time hides behind the
-    child's). ``fold``: repeated queries and runs of identical launches are read as counts (``read_flight``)."""
+    child's). ``fold``: repeated queries and runs of identical launches are read as counts (``read_flight``;
+    ``"auto"``: only in a long recording)."""
     if code is None and module is None and argv and not os.path.isfile(argv[0]):
         raise FileNotFoundError(2, "No such file", argv[0])
     folder = keep or tempfile.mkdtemp(prefix="ctxlab-flight.")
@@ -231,7 +232,7 @@ def run_supervised(mode: str, code: str | None = None, module: str | None = None
 
 
 def _supervise(files: FlightFiles, timeout: float, stall: float, env: dict[str, str] | None,
-               prepare: Callable[[], None] | None = None, fold: bool = False) -> Supervised:
+               prepare: Callable[[], None] | None = None, fold: bool | str = False) -> Supervised:
     started = time.monotonic()
     child = subprocess.Popen(child_command(files.folder), env=child_env(env), start_new_session=True)
     restore = _pass_on_termination(child)
@@ -271,7 +272,7 @@ def _pass_on_termination(child: subprocess.Popen) -> Callable[[], None]:
 
 
 def _watch(child: subprocess.Popen, files: FlightFiles, started: float, timeout: float, stall: float,
-           prepare: Callable[[], None] | None, fold: bool = False) -> Supervised:
+           prepare: Callable[[], None] | None, fold: bool | str = False) -> Supervised:
     if prepare is not None:
         prepare()
     how, sent, stopped_calls = "exit", None, []
@@ -446,16 +447,20 @@ def trace_supervised(code: str | None = None, module: str | None = None, argv: l
                      stall: float = DEFAULT_STALL_S,
                      record_limit: int | None = None) -> tuple[int, list[dict], dict, Ending]:
     """``ctxlab trace``: the program in a traced child; (its exit status, the events, counts, how it ended). The
-    calls up to a crash or a hang are all there."""
+    calls up to a crash or a hang are all there; in a recording of more than ``fold.AUTO_RECORDS`` records,
+    repeated queries and runs of identical launches are counts (``stats["folded"]``), not events."""
     sup = run_supervised("trace", code, module, argv, calls=calls, timeout=timeout, stall=stall, prepare=_readers,
-                         env=record_limit_env(record_limit) or None)
+                         env=record_limit_env(record_limit) or None, fold="auto")
     events = events_of(sup)
+    folded = sup.flight.folded if sup.flight is not None else {}
     stats = {**(sup.result.get("stats") or {}), **(sup.flight.counts if sup.flight is not None else {}),
-             "api_calls": sum(e.get("domain") in ("driver", "runtime") for e in events),
+             "api_calls": sum(e.get("domain") in ("driver", "runtime") for e in events) + folded.get("calls", 0),
              "resource_events": sum(e.get("domain") == "resource" for e in events),
              "ending": sup.ending.as_dict()}
     if sup.flight is not None:  # every record came from ctxlab's C callback
         stats["records"] = stats["callbacks"] = sup.flight.counts["records"]
+    if folded:  # a long recording: repeated calls shown as counts
+        stats["folded"] = folded
     stats.setdefault("program_seconds", sup.ending.seconds)
     stats.setdefault("finish_seconds", 0.0)
     return sup.ending.status, events, stats, sup.ending

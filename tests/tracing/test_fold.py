@@ -503,3 +503,17 @@ def test_the_audit_of_a_folded_recording_counts_every_call_written(recording):
     assert result.stats["api_calls"] == count and result.stats["folded"]["calls"] > 0
     assert result.stats["folded"] == flight.folded and result.stats["launch_records"]["driver"] == ROUNDS
     assert sum(t["calls"] for t in result.threads) == count
+
+
+def test_trace_reads_a_recording_whole_up_to_its_bound_and_folded_past_it(recording, monkeypatch):
+    """``auto`` (how ``ctxlab trace`` reads): every call of a recording of up to AUTO_RECORDS records, the fold
+    past that bound."""
+    from ctxlab.tracing import flight
+    from ctxlab.tracing.recorder import FlightFiles
+
+    folder, count = recording
+    monkeypatch.setattr(flight, "AUTO_RECORDS", count)
+    assert len(flight.read_flight(FlightFiles(folder), fold_records="auto").events) == count
+    monkeypatch.setattr(flight, "AUTO_RECORDS", count - 1)
+    got = flight.read_flight(FlightFiles(folder), fold_records="auto")
+    assert len(got.events) < count and got.folded["calls"] + len(got.events) == count

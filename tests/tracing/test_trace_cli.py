@@ -78,3 +78,12 @@ def test_the_summary_line_counts_the_records_and_stacks_the_c_callback_kept(monk
                         f"{tail}")
         assert "Python callbacks" not in line
     assert Ending("signal", None, "SIGSEGV").status == 139
+    folded = {**stats, "folded": {"calls": 12345, "by_call": {"cuCtxGetCurrent": 12345}, "tail_kept": 64}}
+    monkeypatch.setattr("ctxlab.tracing.supervise.trace_supervised",
+                        lambda code, module, argv, calls, timeout, stall, **_limits: (0, doc["events"], folded,
+                                                                                      Ending("exit", 0)))
+    lines.clear()
+    tracing.run_traced(None, None, ["prog.py"], "context", None, "json", str(tmp_path / "t.json"), echo=print,
+                       err=lines.append)
+    assert lines[0].endswith("; a long recording: 12,345 repeated calls are shown as counts, not calls (each kept "
+                             "launch says how many it stands for; the last 64 calls of each thread are all shown)")
