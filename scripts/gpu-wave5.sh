@@ -31,7 +31,8 @@ if [ "${TESTS_S:-260}" != 0 ]; then
   targets=("$@")
   [ ${#targets[@]} -eq 0 ] && targets=(tests)
   mkdir -p "$out/results"
-  CTXLAB_RESULTS="$out/results" timeout -s KILL "${TESTS_S:-260}" python3 -m pytest -m gpu -n "${WORKERS:-6}" \
+  # SIGINT first: pytest then names the tests that failed so far (a kill would lose them), KILL 30 s later
+  CTXLAB_RESULTS="$out/results" timeout -s INT -k 30 "${TESTS_S:-260}" python3 -m pytest -m gpu -n "${WORKERS:-6}" \
     -p no:cacheprovider --timeout 200 -ra --durations 20 --junitxml="$out/pytest.xml" \
     --ignore=tests/gpu/test_realworld.py "${targets[@]}" > "$out/pytest.log" 2>&1 || status=1
   tail -60 "$out/pytest.log"
