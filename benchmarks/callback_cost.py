@@ -27,20 +27,12 @@ QUERY, KEPT = 11, 12  # callback ids of our own: a call keeping no parameter, an
 def measure(calls: int) -> list[dict]:
     """ns per call (enter and exit) for each kind of call, each timed over ``calls`` calls in C."""
     from ctxlab.tracing import native
-    from ctxlab.tracing.recorder import NAMES, RECORDS, FlightFiles, write_json
-    from tests.fake_cupti import Call
+    from tests.fake_cupti import Call, open_recording
 
-    lib = native.load()
     rows = []
     with tempfile.TemporaryDirectory(prefix="ctxlab-callback-cost.") as folder:
-        lib.ctxlab_set_active(0)
-        lib.ctxlab_reset()
-        lib.ctxlab_init(0, 0, 0, *native.python_api(), 50)
-        lib.ctxlab_set_names(*native.naming_api(), 0)
-        files = FlightFiles(folder)
-        if lib.ctxlab_flight_open(files.path(RECORDS).encode(), 3 * calls + 8, 1 << 8, 1 << 20):
-            raise SystemExit("cannot map the flight recording")
-        write_json(files.path(NAMES), {"driver": {str(QUERY): "cuCtxGetCurrent", str(KEPT): "cuLaunchKernel"}})
+        lib, _files = open_recording(folder, {"driver": {str(QUERY): "cuCtxGetCurrent", str(KEPT): "cuLaunchKernel"}},
+                                     3 * calls + 8)
         for offset in (0, 8, 16, 24, 32):  # five parameters read at the entry, as a launch's are
             lib.ctxlab_set_field(native.DOMAIN_DRIVER, KEPT, native.ENTER, offset, 0, 0, 8)
         lib.ctxlab_set_active(1)

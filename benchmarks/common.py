@@ -57,3 +57,27 @@ def recorded_source(path: str) -> dict:
     load_runs(path)
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)
+
+
+def write_profile(path: str, run: Callable[[], object], sort: str = "tottime", lines: int = 25) -> None:
+    """Profile ``run()`` and write pstats' table of it to ``path``, its paths made relative to the repository
+    (scripts/repo_relative.py's rewrite: a committed profile names no path of the machine)."""
+    import cProfile
+    import importlib.util
+    import io
+    import os
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run()
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats(sort).print_stats(lines)
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "repo_relative.py")
+    spec = importlib.util.spec_from_file_location("repo_relative", script)
+    assert spec is not None and spec.loader is not None
+    rewrite = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rewrite)
+    with open(path, "w") as handle:
+        handle.write(rewrite.relative(out.getvalue(), rewrite.rewrites(None, [])))

@@ -14,17 +14,16 @@ stack id, so a loop's repeated line costs little).
 from __future__ import annotations
 
 import argparse
-import cProfile
 import ctypes
-import io
 import json
 import os
 import platform
-import pstats
 import resource
 import sys
 import tempfile
 import time
+
+from common import write_profile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -37,19 +36,10 @@ SYNC = (16, "cuStreamSynchronize")
 def record(folder: str, launches: int) -> int:
     """The loop's records, written by the C callback into a flight recording in ``folder``: how many."""
     from ctxlab.tracing import native
-    from ctxlab.tracing.recorder import NAMES, RECORDS, FlightFiles, write_json
-    from tests.fake_cupti import Call
+    from tests.fake_cupti import Call, open_recording
 
-    lib = native.load()
-    lib.ctxlab_set_active(0)
-    lib.ctxlab_reset()
-    lib.ctxlab_init(0, 0, 0, *native.python_api(), 50)
-    lib.ctxlab_set_names(*native.naming_api(), 0)
-    files = FlightFiles(folder)
-    n = launches * len(LOOP) + launches // 100 + 8
-    if lib.ctxlab_flight_open(files.path(RECORDS).encode(), n, 1 << 8, 1 << 20):
-        raise SystemExit("cannot map the flight recording")
-    write_json(files.path(NAMES), {"driver": {str(cbid): name for cbid, name in (*LOOP, SYNC)}})
+    lib, _files = open_recording(folder, {"driver": {str(cbid): name for cbid, name in (*LOOP, SYNC)}},
+                                 launches * len(LOOP) + launches // 100 + 8)
     lib.ctxlab_set_active(1)
     calls = {cbid: Call(1) for cbid, _ in (*LOOP, SYNC)}
     count = 0
@@ -104,14 +94,7 @@ def _judge_here(folder: str, n: int, profile: str | None) -> None:
     _prepare()  # what the audit imports while its child starts the program
     read, judged, found = parent(folder)
     if profile:
-        profiler = cProfile.Profile()
-        profiler.enable()
-        parent(folder)
-        profiler.disable()
-        out = io.StringIO()
-        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
-        with open(profile, "w") as handle:
-            handle.write(out.getvalue())
+        write_profile(profile, lambda: parent(folder))
     print(json.dumps({"read_us_per_launch": round(read / n * 1e6, 2), "judge_us_per_launch": round(judged / n * 1e6, 2),
                       "us_per_launch": round((read + judged) / n * 1e6, 2), "findings": found,
                       "parent_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))

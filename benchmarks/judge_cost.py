@@ -11,15 +11,14 @@ timed is the judge alone (``Stream`` built and every rule run), not the decoding
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
 import json
 import os
 import platform
-import pstats
 import resource
 import sys
 import time
+
+from common import write_profile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -71,14 +70,7 @@ def main() -> None:
               f"{seconds / n * 1e6:.1f} us/launch, {found} findings, peak RSS {rows[-1]['peak_rss_mib']} MiB")
     if args.profile:
         events = loop_events(max(args.launches))
-        profiler = cProfile.Profile()
-        profiler.enable()
-        judge(events)
-        profiler.disable()
-        out = io.StringIO()
-        pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(30)
-        with open(args.profile, "w") as handle:
-            handle.write(out.getvalue())
+        write_profile(args.profile, lambda: judge(events), sort="cumulative", lines=30)
     if args.json:
         with open(args.json, "w") as handle:
             environment = {"python": sys.version.split()[0], "machine": platform.machine(), "cpus": os.cpu_count()}

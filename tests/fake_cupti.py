@@ -22,3 +22,24 @@ class Call:
         self.enter = CallbackData(0, None, ctypes.addressof(self.params), None, None, context, 7, None, correlation)
         self.exit = CallbackData(1, None, ctypes.addressof(self.params), ctypes.addressof(self.status), None,
                                  context, 7, None, correlation)
+
+
+def open_recording(folder: str, names: dict, records: int, stacks: int = 1 << 8, size: int = 1 << 20,
+                   failure_stacks: bool = False):
+    """ctxlab's C callback set up without CUPTI (its own clock), recording into a new flight file in ``folder``
+    whose names file is ``names``; left switched off (``ctxlab_set_active(1)`` starts it). (lib, FlightFiles)."""
+    from ctxlab.tracing import native
+    from ctxlab.tracing.recorder import NAMES, RECORDS, FlightFiles, write_json
+
+    lib = native.load()
+    lib.ctxlab_set_active(0)
+    lib.ctxlab_reset()
+    lib.ctxlab_init(0, 0, 0, *native.python_api(), 50)
+    lib.ctxlab_set_failure_stacks(1 if failure_stacks else 0)
+    lib.ctxlab_set_names(*native.naming_api(), 0)
+    files = FlightFiles(str(folder))
+    failed = lib.ctxlab_flight_open(files.path(RECORDS).encode(), records, stacks, size)
+    if failed:
+        raise OSError(failed, f"cannot map the flight recording in {folder}")
+    write_json(files.path(NAMES), names)
+    return lib, files

@@ -124,7 +124,7 @@ def fold(records, name_of: Callable[[int, int], str], blob_of: Callable[[int, in
             totals[tid] = totals.get(tid, 0) + count
         if done is not None:
             done(min(n, lo + CHUNK))
-    kinds: dict[int, tuple[int, int]] = {}
+    kinds: dict[int, tuple[int, int, bool]] = {}  # domain << 32 | cbid -> (kind, stream's index, per-thread)
     seen: set[int] = set()
     base = dict.fromkeys(totals, 0)
     out = Folded(kept=None)
@@ -145,12 +145,14 @@ def fold(records, name_of: Callable[[int, int], str], blob_of: Callable[[int, in
         for k in keys.tolist():
             if k not in kinds:
                 domain, cbid = k >> 32, k & 0xFFFFFFFF
-                kinds[k] = kind_of(domain, name_of(domain, cbid)) if domain != native.DOMAIN_RESOURCE else (KEEP, -1)
+                if domain == native.DOMAIN_RESOURCE:  # a resource record's name is never asked for
+                    kinds[k] = (KEEP, -1, False)
+                else:  # a _ptsz/_ptds launch's NULL stream is its thread's own, not the legacy stream
+                    raw = name_of(domain, cbid)
+                    kinds[k] = (*kind_of(domain, raw), _per_thread(raw))
             table.append(kinds[k])
         kind = np.array([t[0] for t in table], dtype=np.int8)[inverse]
-        # a _ptsz/_ptds launch's NULL stream is its thread's own, not the legacy stream
-        per_thread = np.array([k >> 32 != native.DOMAIN_RESOURCE and _per_thread(name_of(k >> 32, k & 0xFFFFFFFF))
-                               for k in keys.tolist()], dtype=bool)[inverse]
+        per_thread = np.array([t[2] for t in table], dtype=bool)[inverse]
         stream_at = np.array([t[1] for t in table], dtype=np.int8)[inverse]
         tail = _tail(chunk["tid"], base, totals)
         ok = (chunk["status"] == 0) & ~tail

@@ -17,8 +17,8 @@ import pytest
 
 from ctxlab.tracing import native
 from ctxlab.tracing.flight import FlightUnreadable, read_flight
-from ctxlab.tracing.recorder import NAMES, RECORDS, FlightFiles, FlightSink, write_json
-from tests.fake_cupti import Call
+from ctxlab.tracing.recorder import RECORDS, FlightFiles, FlightSink
+from tests.fake_cupti import Call, open_recording
 
 pytestmark = pytest.mark.skipif(not (os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")),
                                 reason="no C compiler here: ctxlab's CUPTI callback is built from C")
@@ -28,15 +28,7 @@ NAMED = {"driver": {"5": "cuFoo", "7": "cuStreamSynchronize", "9": "cuLaunchKern
 
 
 def open_flight(folder, records=1 << 12, stacks=1 << 8, size=1 << 20):
-    lib = native.load()
-    lib.ctxlab_set_active(0)
-    lib.ctxlab_reset()
-    lib.ctxlab_init(0, 0, 0, *native.python_api(), 50)
-    lib.ctxlab_set_failure_stacks(1)
-    lib.ctxlab_set_names(*native.naming_api(), 0)
-    files = FlightFiles(str(folder))
-    assert lib.ctxlab_flight_open(files.path(RECORDS).encode(), records, stacks, size) == 0
-    write_json(files.path(NAMES), NAMED)
+    lib, files = open_recording(folder, NAMED, records, stacks, size, failure_stacks=True)
     sink = FlightSink(files)
     sink._lib = lib
     sink.open_notes()

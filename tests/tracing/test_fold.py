@@ -427,23 +427,14 @@ ROUNDS = 300  # launches, kernels A and B in turn on stream 0x5000; a stream syn
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory):
     """The loop's records, written by the C callback into a flight recording: (folder, calls written)."""
-    from ctxlab.tracing.recorder import NAMES, RECORDS, FlightFiles, write_json
-    from tests.fake_cupti import Call
+    from tests.fake_cupti import Call, open_recording
 
     if not HAS_CC:
         pytest.skip("no C compiler here: ctxlab's CUPTI callback is built from C")
     folder = str(tmp_path_factory.mktemp("flight"))
-    lib = native.load()
-    lib.ctxlab_set_active(0)
-    lib.ctxlab_reset()
-    lib.ctxlab_init(0, 0, 0, *native.python_api(), 50)
-    lib.ctxlab_set_failure_stacks(0)
-    lib.ctxlab_set_names(*native.naming_api(), 0)
+    lib, _files = open_recording(folder, {"driver": {str(cbid): name for cbid, name in CALLS.items()}}, 1 << 13)
     lib.ctxlab_set_field(D, 3005, native.ENTER, 0, 0, 0, 8)  # cuLaunchKernel's function (a) and stream (b)
     lib.ctxlab_set_field(D, 3005, native.ENTER, 40, 0, 0, 8)
-    files = FlightFiles(folder)
-    assert lib.ctxlab_flight_open(files.path(RECORDS).encode(), 1 << 13, 1 << 8, 1 << 20) == 0
-    write_json(files.path(NAMES), {"driver": {str(cbid): name for cbid, name in CALLS.items()}})
     params = {cbid: b"\0" * 64 for cbid in CALLS}
     kernels = [(0xA0 + k).to_bytes(8, "little") + b"\0" * 32 + (0x5000).to_bytes(8, "little") + b"\0" * 16
                for k in range(2)]
