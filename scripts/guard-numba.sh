@@ -85,11 +85,13 @@ python3 - "$junit" > "$out/guard-numba-summary.txt" <<'PY'
 import sys
 import xml.etree.ElementTree as ET
 
+# A test whose call failed and whose teardown failed the guard is written as two cases of one name.
 cases = list(ET.parse(sys.argv[1]).getroot().iter("testcase"))
-failed = [(c, c.find("failure") if c.find("failure") is not None else c.find("error")) for c in cases]
-failed = [(c, f) for c, f in failed if f is not None]
+names = {(c.get("classname"), c.get("name")) for c in cases}
+failed = [(c, f) for c in cases for f in (c.find("failure"), c.find("error")) if f is not None]
 guard = [(c, f) for c, f in failed if "ctxlab guard:" in (f.text or "") + (f.get("message") or "")]
-print(f"{len(cases)} tests, {len(failed)} failed or errored, {len(guard)} of them by the guard")
+print(f"{len(names)} tests, {len({(c.get('classname'), c.get('name')) for c, _ in failed})} failed or errored, "
+      f"{len({(c.get('classname'), c.get('name')) for c, _ in guard})} of them by the guard")
 for c, f in guard:
     lines = [x for x in (f.text or "").splitlines() if "ctxlab guard:" in x]
     print(f"{c.get('classname')}::{c.get('name')}: " + " | ".join(x.strip() for x in lines[:4]))

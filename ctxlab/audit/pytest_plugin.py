@@ -1,13 +1,19 @@
 """pytest plugin (entry point ``pytest11``): ``pytest --ctxlab-guard`` fails tests that leak a CUDA context,
 leave another context current, leave a primary context inactive, or trigger an error hazard of
 ``ctxlab audit``. Without the flag it does nothing and loads nothing; with it, one tracer records the
-whole session and each test's events are judged by ``ctxlab.audit.guard.judge_test``. Children the
-tests fork are not watched (use ``ctxlab audit`` for fork-after-init).
+whole session and each test's events are judged by ``ctxlab.audit.guard.judge_test`` after its teardown: a
+wrapper around pytest's own run of the test, as pytest's faulthandler plugin wraps it; a problem fails the
+test's teardown. Children the tests fork are not watched (use ``ctxlab audit`` for fork-after-init).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
+
+if TYPE_CHECKING:
+    from ctxlab.audit.guard import Snapshot
 
 
 def pytest_addoption(parser) -> None:
@@ -38,6 +44,7 @@ class Guard:
             raise pytest.UsageError(f"--ctxlab-guard cannot trace: {exc}") from None
         self.known_primary: set[int] = set()
         self.failed: list[str] = []
+        self._before: dict[str, Snapshot] = {}  # nodeid -> the state before its setup, while it runs
 
     def _initialised(self) -> bool:
         return bool(self.tracer.cuda_initialised or self.tracer.stats.get("callbacks"))
@@ -46,37 +53,47 @@ class Guard:
         """Stops the tracer at the end of the session."""
         self.tracer.close()
 
-    @pytest.hookimpl(tryfirst=True)
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
-        """Runs one test between two snapshots of the context state and judges what changed."""
-        from _pytest.runner import runtestprotocol
+        """Around pytest's own run of one test (setup, call, teardown): the context state before its setup."""
+        from ctxlab.audit.facts import primary_handles
+        from ctxlab.audit.guard import snapshot
 
+        before = snapshot(self._initialised())
+        self.known_primary |= set(before.primary_handles) | primary_handles(self.tracer.drain())
+        self._before[item.nodeid] = before
+        try:
+            yield
+        finally:
+            self._before.pop(item.nodeid, None)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        """After the test's teardown: the state it left and the calls it made, judged; a problem fails the
+        teardown (what the test left behind is found only once its fixtures are gone), and a test that failed
+        on its own keeps its report with the guard's as a second."""
+        outcome = yield
+        before = self._before.get(item.nodeid)
+        if call.when != "teardown" or before is None:
+            return
         from ctxlab.audit.facts import primary_handles
         from ctxlab.audit.guard import judge_test, snapshot
 
-        ihook = item.ihook
-        ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-        before = snapshot(self._initialised())
-        self.known_primary |= set(before.primary_handles) | primary_handles(self.tracer.drain())
-        reports = runtestprotocol(item, nextitem=nextitem, log=False)
         events = self.tracer.drain()
         after = snapshot(self._initialised())
         problems = judge_test(events, before, after, self.known_primary)
         self.known_primary |= set(after.primary_handles) | primary_handles(events)
-        if problems:
-            text = "\n".join(p.as_text() for p in problems)
-            text += f"\nctxlab guard: before the test: {before.as_text()}; after it: {after.as_text()}"
-            self.failed.append(item.nodeid)
-            target = next((r for r in reports if r.when == "call"), None) or reports[-1]
-            if target.passed:
-                target.outcome = "failed"
-                target.longrepr = text
-            else:
-                target.sections.append(("ctxlab guard", text))
-        for report in reports:
-            ihook.pytest_runtest_logreport(report=report)
-        ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
-        return True
+        if not problems:
+            return
+        report = outcome.get_result()
+        text = "\n".join(p.as_text() for p in problems)
+        text += f"\nctxlab guard: before the test: {before.as_text()}; after it: {after.as_text()}"
+        self.failed.append(item.nodeid)
+        if report.passed:
+            report.outcome = "failed"
+            report.longrepr = text
+        else:
+            report.sections.append(("ctxlab guard", text))
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         """Names the tests that failed the guard, with the rule."""

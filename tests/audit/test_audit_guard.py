@@ -192,12 +192,22 @@ def test_the_guard_fails_a_leaking_test_and_keeps_a_failing_tests_own_report(tmp
     out = done.stdout
     assert done.returncode == 1, out + done.stderr
     assert "PASSED test_sample.py::test_clean" in out
-    assert "FAILED test_sample.py::test_leaks" in out and "FAILED test_sample.py::test_fails_and_leaks" in out
+    # a wrapper around pytest's run of each test: what a test left behind fails its teardown
+    assert "ERROR test_sample.py::test_leaks" in out and "PASSED test_sample.py::test_leaks" in out
+    assert "FAILED test_sample.py::test_fails_and_leaks" in out and "ERROR test_sample.py::test_fails_and_leaks" in out
     assert "ctxlab guard: context-leak" in out and "at app.py:12 in main" in out
-    assert "its own failure" in out  # the test's own failure is kept, the guard's section added
+    assert "its own failure" in out  # the test's own failure is kept, the guard's error beside it
     assert "ctxlab guard: 2 test(s) failed the guard" in out
     import xml.etree.ElementTree as ET
 
     cases = {c.get("name"): c for c in ET.parse(tmp_path / "j.xml").getroot().iter("testcase")}
     assert cases["test_clean"].find("failure") is None
-    assert "context-leak" in cases["test_leaks"].find("failure").text
+    assert cases["test_leaks"].find("failure") is None  # its call passed; its teardown is the guard's error
+    assert "context-leak" in cases["test_leaks"].find("error").text
+    # a test that failed on its own and failed the guard: pytest writes its call and its teardown as two cases
+    both = [c for c in ET.parse(tmp_path / "j.xml").getroot().iter("testcase")
+            if c.get("name") == "test_fails_and_leaks"]
+    failures = [c.find("failure") for c in both if c.find("failure") is not None]
+    errors = [c.find("error") for c in both if c.find("error") is not None]
+    assert ["its own failure" in (f.text or "") for f in failures] == [True]
+    assert ["context-leak" in (f.text or "") for f in errors] == [True]

@@ -1,7 +1,7 @@
 """A sample suite for ``pytest --ctxlab-guard`` (not collected by the project's own run: its file name
 does not match test_*.py). tests/gpu/test_audit.py runs it on a GPU and expects: test_clean passes,
-test_leaks_a_context fails with context-leak at the LEAK line, test_leaves_context_current fails with
-context-left-current (and context-leak) at the CURRENT line."""
+test_leaks_a_context fails its teardown with context-leak at the LEAK line, test_leaves_context_current fails
+its teardown with context-left-current (and context-leak) at the CURRENT line."""
 
 from cuda.bindings import driver
 
