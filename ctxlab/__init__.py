@@ -2,8 +2,9 @@
 
 Importing ctxlab never imports CUDA: everything that touches the driver lives
 in ``ctxlab.cuda`` and the labs' scenarios, and is imported lazily. The Python
-API: ``ctxlab.run``, ``ctxlab.check``, ``ctxlab.load``, ``ctxlab.claims``, ``ctxlab.trace``,
-``ctxlab.audit``, ``ctxlab.doctor``, ``ctxlab.merge`` (see ``ctxlab.api``).
+API: ``ctxlab.run``, ``ctxlab.check``, ``ctxlab.load``, ``ctxlab.claims``, ``ctxlab.labs``,
+``ctxlab.doctor``, ``ctxlab.merge``, and ``ctxlab.api.trace`` and ``ctxlab.api.audit`` (``ctxlab.trace`` and
+``ctxlab.audit`` are the subpackages of those names: one spelling each).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ TYPE_CHECKING = False  # typing is not imported at run time: the console command
 if TYPE_CHECKING:
     import typing as _typing
 
-__all__ = ["run", "check", "load", "claims", "labs", "trace", "audit", "doctor", "merge", "__version__"]
+__all__ = ["run", "check", "load", "claims", "labs", "doctor", "merge", "__version__"]
+SUBPACKAGES = ("api", "trace", "audit")  # loaded on first use, as themselves
 
 
 def __dir__() -> list[str]:
@@ -25,7 +27,7 @@ def __dir__() -> list[str]:
 
 def __getattr__(name: str) -> _typing.Any:  # noqa: F821 (imported for the type checker only)
     # The API loads on first use, so ``import ctxlab`` and ``ctxlab --help`` stay light.
-    if name in ("trace", "audit"):  # subpackages of these names, callable as the API's functions
+    if name in SUBPACKAGES:
         import importlib
 
         return importlib.import_module(f"ctxlab.{name}")

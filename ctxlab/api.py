@@ -6,8 +6,8 @@
     >>> runs = ctxlab.check(["refcount"], devices=[0])          # one LabResult per lab and GPU
     >>> ctxlab.load("labs/results/check.json")                 # results recorded anywhere
     >>> ctxlab.claims()                                        # the catalogue of claims
-    >>> status, events, stats = ctxlab.trace(argv=["prog.py"])   # a program run in this process, traced
-    >>> report = ctxlab.audit(argv=["prog.py"])                # its hazards (an AuditResult)
+    >>> status, events, stats = ctxlab.api.trace(argv=["prog.py"])  # a program run in this process, traced
+    >>> report = ctxlab.api.audit(argv=["prog.py"])                 # its hazards (an AuditResult)
 
 The CLI is a thin layer over these functions.
 """

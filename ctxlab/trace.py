@@ -2,7 +2,7 @@
 modules, streams) appear, on which thread, with which context current.
 
 The implementation lives in ``ctxlab.tracing`` (the C callback, the tracer, the flight recorder); this module
-is the API's face: ``ctxlab.trace(argv=[...])`` runs a program under it. The events come from
+is the API's face of the events (``ctxlab.api.trace(argv=[...])`` runs a program under the tracer). The events come from
 ``ctxlab.tracing.tracer.Tracer`` (CUPTI's callback API, answered by ctxlab's C callback: no
 Python code runs inside the driver, so a traced program cannot deadlock on the GIL; no symbol interposition,
 since CUDA 11.3 the runtime reaches the driver through cuGetProcAddress, which LD_PRELOAD cannot see).
@@ -11,7 +11,6 @@ The functions here are pure, so recorded traces can be checked on CPU.
 
 from __future__ import annotations
 
-from ctxlab.calling import make_callable
 from ctxlab.tracing.calls import (
     by_thread,
     call_name,
@@ -24,7 +23,6 @@ from ctxlab.tracing.calls import (
     touches_context,
 )
 from ctxlab.tracing.names import CALL_DOMAINS, CONTEXT_PREFIXES
-from ctxlab.tracing.supervise import trace_events
 from ctxlab.tracing.tracer import (
     CALL_SELECTIONS,
     CALLBACK_PREFIXES,
@@ -42,5 +40,3 @@ __all__ = ["CALL_DOMAINS", "CALL_SELECTIONS", "CALLBACK_PREFIXES", "CONTEXT_PREF
            "label", "only_context", "render_tree", "require_cupti", "start_for_child", "summarize",
            "touches_context"]
 
-
-make_callable(__name__, trace_events)  # ctxlab.trace(argv=[...]) runs a program under the tracer

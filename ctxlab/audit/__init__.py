@@ -19,8 +19,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ctxlab.calling import make_callable
-
 __all__ = ["AuditResult", "EXIT_HAZARD", "Finding", "Location", "RULES", "RULES_BY_ID", "Rule", "audit_program",
            "judge"]
 _HOMES = {"Finding": "engine", "Location": "engine", "RULES": "rules", "RULES_BY_ID": "rules", "Rule": "rules",
@@ -35,13 +33,3 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
-
-def _audit(*args: Any, **kwargs: Any) -> Any:
-    from ctxlab.audit.run import audit_code
-
-    return audit_code(*args, **kwargs)
-
-
-_audit.__doc__ = """Run a Python program in a traced child and judge it, as ``ctxlab audit`` does (``ctxlab.audit.run.
-audit_code``)."""
-make_callable(__name__, _audit)  # ctxlab.audit(argv=[...]) audits a program

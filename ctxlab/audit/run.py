@@ -231,6 +231,6 @@ def _run(code, module, argv, timeout, stall, keep, env) -> tuple[Supervised, lis
 def audit_code(code: str | None = None, module: str | None = None, argv: Sequence[str] = (), **options) -> AuditResult:
     """Run a Python program in a traced child and judge it, as ``ctxlab audit`` does: ``code`` (as ``-c``),
     ``module`` (as ``-m``) or a script ``argv[0]`` with its arguments; ``options`` as ``audit_program``'s.
-    ``ctxlab.audit(...)`` and ``ctxlab.api.audit`` are this function."""
+    ``ctxlab.api.audit`` is this function."""
     return audit_program(code=code, module=module, argv=list(argv), **options)
 

@@ -474,7 +474,7 @@ def trace_events(code: str | None = None, module: str | None = None, argv: Seque
     flight recorder (so a crash or a hang still gives every call up to it). Returns its exit status (128 + N for
     a signal), the recorded events (``ctxlab.trace.calls`` nests them) and the counts (``stats["ending"]``: how
     it ended). Raises ``TraceUnavailable`` where tracing cannot start and ``FileNotFoundError`` for a missing
-    script. ``ctxlab.trace(...)`` and ``ctxlab.api.trace`` are this function."""
+    script. ``ctxlab.api.trace`` is this function."""
     if code is None and module is None and argv and not os.path.isfile(argv[0]):
         raise FileNotFoundError(2, "No such file", argv[0])
     status, events, stats, _ending = trace_supervised(

@@ -215,7 +215,7 @@ def test_the_trace_of_a_program_that_crashes_has_the_calls_up_to_the_crash(fake)
     ev = Events()
     ev.driver("cuCtxGetCurrent", 100)
     fake.EVENTS = ev.events
-    status, events, stats = ctxlab.trace(code="import ctypes; ctypes.string_at(0)")
+    status, events, stats = ctxlab.api.trace(code="import ctypes; ctypes.string_at(0)")
     assert status == 139 and [e["name"] for e in events] == ["cuCtxGetCurrent"]
     assert stats["ending"]["how"] == "signal" and stats["ending"]["signal"] == "SIGSEGV"
 

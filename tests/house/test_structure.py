@@ -31,16 +31,16 @@ KNOWN_CIRCLES: set[frozenset[str]] = set()
 # parts it may import. Parts not linked either way are siblings and may not import each other; the graph has no
 # circle, so it still reads bottom to top (records and the leaves at the bottom, the CLI at the top).
 LEAVES = ("ctxlab.version", "ctxlab.errors", "ctxlab.defaults", "ctxlab.levels", "ctxlab.interrupts",
-          "ctxlab.schema", "ctxlab.calling", "ctxlab.tracing")
+          "ctxlab.schema", "ctxlab.tracing")
 ALLOWED: dict[str, set[str]] = {
     **{leaf: set() for leaf in LEAVES},  # tracing: the C callback, tracer, flight recorder, the traced child
     "ctxlab.records": {"ctxlab.defaults", "ctxlab.errors", "ctxlab.schema"},
     "ctxlab.claim": {"ctxlab.levels", "ctxlab.records"},
     "ctxlab.cuda": {"ctxlab.records", "ctxlab.version"},
     "ctxlab.output": {"ctxlab.interrupts"},  # the one writer
-    "ctxlab.trace": {"ctxlab.calling", "ctxlab.tracing"},  # the API's face of tracing
+    "ctxlab.trace": {"ctxlab.tracing"},  # the API's face of the events
     "ctxlab.report": {"ctxlab.defaults", "ctxlab.interrupts", "ctxlab.records", "ctxlab.tracing"},
-    "ctxlab.audit": {"ctxlab.calling", "ctxlab.records", "ctxlab.report", "ctxlab.tracing", "ctxlab.version"},
+    "ctxlab.audit": {"ctxlab.records", "ctxlab.report", "ctxlab.tracing", "ctxlab.version"},
     "ctxlab.lab": {"ctxlab.claim", "ctxlab.defaults", "ctxlab.errors", "ctxlab.levels"},
     "ctxlab.harness": {"ctxlab.claim", "ctxlab.cuda", "ctxlab.lab", "ctxlab.levels", "ctxlab.records",
                        "ctxlab.tracing", "ctxlab.version"},
