@@ -8,11 +8,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-LAUNCHES = ("cuLaunchKernel", "cuLaunchCooperativeKernel", "cudaLaunchKernel", "cudaLaunchCooperativeKernel",
-            "cuGraphLaunch", "cudaGraphLaunch")
-SYNCS = ("cuCtxSynchronize", "cudaDeviceSynchronize", "cudaThreadSynchronize")
-STREAM_SYNCS = ("cuStreamSynchronize", "cudaStreamSynchronize")
-CONTEXT_CHANGES = ("cuCtxPushCurrent", "cuCtxPopCurrent", "cuCtxSetCurrent", "cuCtxCreate", "cuCtxDestroy")
+from ctxlab.audit.events import CONTEXT_CHANGE_PREFIXES, CONTEXT_SYNC_PREFIXES, LAUNCH_PREFIXES
+
 MAKES = (("stream", "cuStreamCreate", "stream"), ("event", "cuEventCreate", "event"),
          ("module", "cuModuleLoad", "module"), ("function", "cuModuleGetFunction", "function"),
          ("function", "cuKernelGetFunction", "function"))
@@ -47,8 +44,8 @@ def roles(name: str) -> CallRoles:
         known = _ROLES[name] = CallRoles(
             end_capture=name.startswith(("cuStreamEndCapture", "cudaStreamEndCapture")),
             begin_capture=name.startswith(("cuStreamBeginCapture", "cudaStreamBeginCapture")),
-            context_change=name.startswith(CONTEXT_CHANGES), set_device=name.startswith("cudaSetDevice"),
-            launch=name.startswith(LAUNCHES), sync=name.startswith(SYNCS),
+            context_change=name.startswith(CONTEXT_CHANGE_PREFIXES), set_device=name.startswith("cudaSetDevice"),
+            launch=name.startswith(LAUNCH_PREFIXES), sync=name.startswith(CONTEXT_SYNC_PREFIXES),
             alloc=name.startswith(("cuMemAlloc", "cudaMalloc")), free=name.startswith(("cuMemFree", "cudaFree")),
             makes=tuple(m for m in MAKES if name.startswith(m[1])),
             gones=tuple(g for g in GONES if name.startswith(g[1])))

@@ -20,6 +20,14 @@ faulthandler's Python stacks of every thread, the OS names of the threads, and t
 from __future__ import annotations
 
 from ctxlab.audit.engine import Hit, RunInfo, Stream, end_of, place_of
+from ctxlab.audit.events import (
+    CONTEXT_SYNC_PREFIXES,
+    EVENT_SYNC_PREFIXES,
+    GPU_WAIT_PREFIXES,
+    HOST_CALLBACK_PREFIXES,
+    STREAM_QUERY_PREFIXES,
+    STREAM_SYNC_PREFIXES,
+)
 from ctxlab.audit.failures import kernel_of
 from ctxlab.audit.state import model
 
@@ -30,19 +38,15 @@ LAST_CALLS = 3
 # Signals that a fault or an abort raises: a crash. Any other (SIGALRM, SIGTERM, SIGKILL, SIGINT) only ends it.
 CRASH_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT", "SIGSYS", "SIGTRAP"})
 SELF_ENDS = ("os._exit", "os.kill", "os.abort", "signal.raise_signal")
-HOST_FUNCS = ("cuLaunchHostFunc", "cudaLaunchHostFunc", "cudaStreamAddCallback", "cuStreamAddCallback")
-STREAM_SYNCS = ("cuStreamSynchronize", "cudaStreamSynchronize", "cuStreamQuery", "cudaStreamQuery")
-EVENT_SYNCS = ("cuEventSynchronize", "cudaEventSynchronize")
-DEVICE_SYNCS = ("cuCtxSynchronize", "cudaDeviceSynchronize", "cudaThreadSynchronize")
 # Calls that synchronise the device before they do their work (the runtime's and driver's documented implicit
 # synchronisation: freeing memory or a host registration, unloading a module, destroying or resetting)
 IMPLICIT_SYNCS = ("cuMemFree", "cudaFree", "cuMemHostUnregister", "cudaHostUnregister", "cuModuleUnload",
                   "cuCtxDestroy", "cudaDeviceReset", "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxRelease")
 # Synchronous copies and sets: on the legacy default stream, which first waits for every blocking stream
 LEGACY = ("cuMemcpy", "cudaMemcpy", "cuMemset", "cudaMemset")
-WAITS = ("cuStreamWaitValue", "cuStreamWaitEvent", "cudaStreamWaitEvent", "cuStreamBatchMemOp")
 LEGACY_HANDLE = 0x1  # CU_STREAM_LEGACY / cudaStreamLegacy
-SYNCED = (*STREAM_SYNCS[:2], *EVENT_SYNCS, *DEVICE_SYNCS)
+SYNCED = (*STREAM_SYNC_PREFIXES, *EVENT_SYNC_PREFIXES, *CONTEXT_SYNC_PREFIXES)
+STREAM_WAITED = (*STREAM_SYNC_PREFIXES, *STREAM_QUERY_PREFIXES)  # a host call that waits on (or polls) a stream
 
 
 def _thread_of_ident(run: RunInfo, ident: int) -> tuple[int | None, str]:
@@ -203,7 +207,7 @@ def _running_host_function(s: Stream, tid, before: int) -> dict | None:
     CUDA's host-function thread was running, where a thread that makes no CUDA calls of its own crashed."""
     if _calls_of(s, tid):
         return None
-    hosts = [e for e in s.calls if e.get("name", "").startswith(HOST_FUNCS) and e.get("start", 0) <= before
+    hosts = [e for e in s.calls if e.get("name", "").startswith(HOST_CALLBACK_PREFIXES) and e.get("start", 0) <= before
              and not (e.get("domain") == "driver" and s.enclosing_runtime(e) is not None)]
     for host in hosts:
         stream = (host.get("args") or {}).get("stream")
@@ -217,7 +221,7 @@ def _running_host_function(s: Stream, tid, before: int) -> dict | None:
 def _covers(sync: dict, stream) -> bool:
     """Whether a synchronisation waits for the work of this stream: a device sync, or a sync of that stream."""
     name = sync.get("name", "")
-    return name.startswith(DEVICE_SYNCS) or (name.startswith(STREAM_SYNCS[:2])
+    return name.startswith(CONTEXT_SYNC_PREFIXES) or (name.startswith(STREAM_SYNC_PREFIXES)
                                              and (sync.get("args") or {}).get("stream") == stream)
 
 
@@ -423,9 +427,9 @@ def program_hung(s: Stream) -> list[Hit]:
 def _scope(s: Stream, call) -> tuple[str, int | None, str]:
     """What a blocked call waits for: ("stream", the stream, why), ("device", None, why) or ("", None, "")."""
     inner, outer = call.inner, call.call
-    if inner.startswith(STREAM_SYNCS) and call.inner_arg:
+    if inner.startswith(STREAM_WAITED) and call.inner_arg:
         return "stream", call.inner_arg, f"{inner} returns when the work queued on stream {call.inner_arg:#x} is done"
-    if inner.startswith(EVENT_SYNCS) and call.inner_arg:
+    if inner.startswith(EVENT_SYNC_PREFIXES) and call.inner_arg:
         record = next((e for e in reversed(s.calls) if e.get("name", "").startswith(("cuEventRecord", "cudaEventRec"))
                        and (e.get("args") or {}).get("event") == call.inner_arg and e.get("start", 0) < call.since),
                       None)
@@ -434,7 +438,7 @@ def _scope(s: Stream, call) -> tuple[str, int | None, str]:
             return "stream", stream, (f"{inner} returns when the work queued on stream {stream:#x} before event "
                                       f"{call.inner_arg:#x} was recorded{place_of(record)} is done")
     for name in (outer, inner):
-        if name.startswith(DEVICE_SYNCS):
+        if name.startswith(CONTEXT_SYNC_PREFIXES):
             return "device", None, f"{name} returns when all work queued in its context is done"
         if name.startswith(IMPLICIT_SYNCS) and "Async" not in name:
             return "device", None, (f"{name} synchronises the device implicitly before it frees or tears down: it "
@@ -473,8 +477,8 @@ def _waits_for(s: Stream, m, call) -> tuple[str, list[dict]]:
         return (since <= e.get("start", 0) < call.since and e.get("context") == context and here
                 and not (e.get("domain") == "driver" and s.enclosing_runtime(e) is not None))
 
-    hosts = [e for e in s.calls if e.get("name", "").startswith(HOST_FUNCS) and queued(e)]
-    waits = [e for e in s.calls if e.get("name", "").startswith(WAITS) and queued(e, unkept=True)]
+    hosts = [e for e in s.calls if e.get("name", "").startswith(HOST_CALLBACK_PREFIXES) and queued(e)]
+    waits = [e for e in s.calls if e.get("name", "").startswith(GPU_WAIT_PREFIXES) and queued(e, unkept=True)]
     launches = [e for e in m.launches.get(context, []) if since <= e.get("start", 0) < call.since and on_stream(e)]
     parts = []
     for host in hosts[-2:]:

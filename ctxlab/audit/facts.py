@@ -11,12 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ctxlab.audit.engine import Stream, succeeded
+from ctxlab.audit.events import CONTEXT_WORK_PREFIXES
 from ctxlab.audit.hooks import GREEN_CONTEXT, Allocations, allocation_size
 
 CREATES = ("cuCtxCreate",)
 # Calls that use a context: kernels, copies, memsets, graphs, and the program's allocations (not queries).
-WORK = ("cuLaunch", "cudaLaunch", "cuMemcpy", "cudaMemcpy", "cuMemset", "cudaMemset", "cuGraphLaunch",
-        "cudaGraphLaunch", "cuMemAlloc", "cudaMalloc", "cuMemCreate")
 
 
 def primary_handles(events: list[dict] | Stream) -> set[int]:
@@ -79,7 +78,8 @@ class Facts:
         return ctx in self.created and ctx not in self.primary and ctx not in self.green
 
 
-FACT_CALLS = ("cuDevicePrimaryCtxRetain", "cuCtxDestroy", "cuStreamCreate", "cuEventCreate")  # besides WORK, CREATES
+# besides CONTEXT_WORK_PREFIXES and CREATES
+FACT_CALLS = ("cuDevicePrimaryCtxRetain", "cuCtxDestroy", "cuStreamCreate", "cuEventCreate")
 
 
 def facts(s: Stream) -> Facts:
@@ -99,11 +99,11 @@ def facts(s: Stream) -> Facts:
                                                "cudaDeviceReset")) or e
         elif e.get("name") == "STREAM_CREATED" and e.get("stream"):
             f.streams.setdefault(e["stream"], []).append((e.get("start", 0), ctx, e))
-    for e in s.named(WORK + CREATES + FACT_CALLS):
+    for e in s.named(CONTEXT_WORK_PREFIXES + CREATES + FACT_CALLS):
         name, args, ctx = e.get("name", ""), e.get("args") or {}, e.get("context") or 0
-        if name.startswith(WORK) and ctx and e.get("from") != "callback" and succeeded(e):
+        if name.startswith(CONTEXT_WORK_PREFIXES) and ctx and e.get("from") != "callback" and succeeded(e):
             f.worked.add(ctx)
-        elif name.startswith(WORK) and ctx and name.startswith(("cuLaunch", "cuMemcpy", "cuMemset")):
+        elif name.startswith(CONTEXT_WORK_PREFIXES) and ctx and name.startswith(("cuLaunch", "cuMemcpy", "cuMemset")):
             f.worked.add(ctx)  # a runtime's launch or copy beneath its own call: work in that context
         if not succeeded(e):
             continue

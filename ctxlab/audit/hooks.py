@@ -25,12 +25,9 @@ import bisect
 import struct
 import threading
 
+from ctxlab.audit.events import HOOKED_ALLOCATIONS, HOOKED_FREES, HOOKED_LAUNCHES
+
 _U64 = struct.Struct("<Q")
-LAUNCHES = ("cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
-            "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz")
-ALLOCATIONS = ("cuMemAlloc_v2", "cuMemAllocManaged", "cuMemAllocAsync", "cuMemAllocAsync_ptsz",
-               "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz", "cuMemAllocPitch_v2")
-FREES = ("cuMemFree_v2", "cuMemFreeAsync", "cuMemFreeAsync_ptsz")
 GREEN = "cuCtxFromGreenCtx"  # (CUcontext *pContext, CUgreenCtx hCtx)
 DESTROY = "cuCtxDestroy_v2"  # (CUcontext ctx)
 MIN_ADDRESS = 1 << 16  # smaller words are counts, flags and sizes: no allocation lies there
@@ -119,15 +116,15 @@ class AuditHooks:
             if e.get("domain") != "driver":
                 continue
             ok = e.get("status") == "CUDA_SUCCESS"
-            if name in ALLOCATIONS and ok:
+            if name in HOOKED_ALLOCATIONS and ok:
                 steps.append((e.get("end", e["start"]), 1, e))
-            elif name in FREES:
+            elif name in HOOKED_FREES:
                 steps.append((e["start"], 0, e))
             elif name == DESTROY and ok:
                 steps.append((e.get("end", e["start"]), 2, e))
             elif name == GREEN and ok and args.get("ctx"):
                 steps.append((e.get("end", e["start"]), 3, e))
-            elif name in LAUNCHES and ok and e.get("context"):
+            elif name in HOOKED_LAUNCHES and ok and e.get("context"):
                 # a launch that failed (no context current, a bad handle) ran no kernel: nothing was read
                 steps.append((e["start"], 4, e))
         out: list[dict] = []

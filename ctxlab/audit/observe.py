@@ -14,9 +14,9 @@ import sys
 import threading
 
 from ctxlab.audit.allocators import AllocatorHooks
+from ctxlab.audit.events import ORDERING_CALLBACKS
 from ctxlab.audit.exchange import ExchangeHook
 from ctxlab.audit.forks import ForkWatch, read_log
-from ctxlab.audit.ordering_calls import ORDERING_CALLBACKS
 from ctxlab.audit.rules_settings import SETTINGS_CALLBACKS
 from ctxlab.tracing.frames import traceback_stack, user_stack
 from ctxlab.tracing.program import trace_program

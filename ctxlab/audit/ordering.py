@@ -49,7 +49,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from ctxlab.audit import ordering_calls as calls
+from ctxlab.audit import events as calls
 from ctxlab.audit.ordering_memory import Block, Clock, Memory, Timeline, Use
 
 LEGACY_HANDLES = (0, 1)  # NULL and CU_STREAM_LEGACY
@@ -260,7 +260,8 @@ class Ordering:
         if name not in calls.MODELLED:
             return
         tid = e.get("tid")
-        if domain == "runtime" and name not in calls.KERNELS:  # a runtime launch's driver launch has its arguments
+        # a runtime launch's driver launch has its arguments
+        if domain == "runtime" and name not in calls.KERNEL_LAUNCHES:
             self._runtime_end[tid] = int(e.get("end", start))
         elif e.get("from") == "callback" and self._runtime_end.get(tid, -1) >= start:
             return  # the driver call beneath a runtime call the model already took
@@ -268,9 +269,9 @@ class Ordering:
         self._call(e, name, e.get("args") or {})
 
     def _call(self, e: dict, name: str, args: dict) -> None:
-        if name in calls.WORK:
+        if name in calls.STREAM_WORK:
             self._work(e, name, args)
-        elif name in calls.RECORDS:
+        elif name in calls.EVENT_RECORDS:
             s = self.stream(e, args.get("stream"))
             event = self.events.setdefault(int(args.get("event") or 0), Event(e))
             if s.capture is not None:
@@ -278,17 +279,17 @@ class Ordering:
             else:
                 self._issue(s)
                 event.snapshot, event.capture = dict(s.clock), None
-        elif name in calls.WAITS:
+        elif name in calls.EVENT_WAITS:
             self._wait(e, args)
-        elif name in calls.STREAM_SYNCS:
+        elif name in calls.SEES_STREAM_DONE:
             s = self.stream(e, args.get("stream"))
             self._host_sees(e, self.next_clock(s) if s.timeline[0] == "legacy" else s.clock)
             s.waiting = False  # it returned: whatever its waits waited for was written
-        elif name in calls.EVENT_SYNCS:
+        elif name in calls.SEES_EVENT_DONE:
             synced = self.events.get(int(args.get("event") or 0))
             if synced is not None and synced.snapshot is not None:
                 self._host_sees(e, synced.snapshot)
-        elif name in calls.DEVICE_SYNCS:
+        elif name in calls.SEES_CONTEXT_DONE:
             self._device_sync(e)
             block = self.memory.outer(int(args.get("ptr") or 0)) if name in calls.SYNC_FREES else None
             if block is not None:
@@ -367,7 +368,7 @@ class Ordering:
         """Work enqueued on a stream: kernels, copies, memsets, host functions, graph launches."""
         synchronous = name in calls.SYNC_COPIES or name in calls.SYNC_SETS
         s = self.stream(e, None if synchronous else args.get("stream"))
-        if name in calls.KERNELS:
+        if name in calls.KERNEL_LAUNCHES:
             touched = self.memory.kernel_touches(e)
         elif name in calls.ASYNC_COPIES or name in calls.SYNC_COPIES:
             touched = self.memory.copy_touches(args)

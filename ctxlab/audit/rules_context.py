@@ -8,6 +8,7 @@ from __future__ import annotations
 from ctxlab.audit import causes
 from ctxlab.audit.causes import Cause, missing, on
 from ctxlab.audit.engine import NOT_CALLS, Hit, Stream, call_text, end_of, failed, ok_or_pending, thread_of
+from ctxlab.audit.events import ALLOCATION_PREFIXES
 from ctxlab.audit.facts import green_contexts, primary_handles
 from ctxlab.audit.hooks import FOREIGN_POINTER
 from ctxlab.audit.state import model
@@ -22,7 +23,6 @@ LAUNCH_OR_LOOKUP = ("cuLaunch", "cudaLaunch", "cuModuleGetFunction", "cuKernelGe
                     "cuFuncSetAttribute", "cuFuncSetCacheConfig", "cuOccupancy", "cudaFuncGetAttributes",
                     "cudaFuncSetAttribute")
 RESETS = ("cudaDeviceReset", "cuDevicePrimaryCtxReset")
-ALLOCATIONS = ("cuMemAlloc", "cudaMalloc", "cuMemCreate")
 MODULE_LOADS = ("cuModuleLoad",)
 
 
@@ -148,7 +148,7 @@ def reset_with_live_allocations(s: Stream) -> list[Hit]:
         if outer is not None and outer.get("name", "").startswith("cudaDeviceReset"):
             continue  # the driver reset beneath cudaDeviceReset: one finding, for the runtime call
         allocations = [a for a in s.calls if a.get("start", 0) < r.get("start", 0) and ok_or_pending(a)
-                       and a.get("name", "").startswith(ALLOCATIONS)]
+                       and a.get("name", "").startswith(ALLOCATION_PREFIXES)]
         later = [c for c in s.calls if c.get("start", 0) > end_of(r) and failed(c)]
         if not allocations or not later:
             continue
@@ -326,7 +326,7 @@ def _allocation_call(s: Stream, correlation: object, owner: int) -> dict | None:
     """The allocation call (with the user's stack) an allocation map entry came from, by correlation id."""
     found = None
     for e in s.calls:
-        if e.get("correlation") == correlation and e.get("name", "").startswith(ALLOCATIONS + ("cuMemAlloc",)):
+        if e.get("correlation") == correlation and e.get("name", "").startswith(ALLOCATION_PREFIXES + ("cuMemAlloc",)):
             if e.get("stack") and e.get("context") in (owner, 0, None):
                 return e
             found = found or e

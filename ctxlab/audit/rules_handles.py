@@ -7,10 +7,10 @@ from __future__ import annotations
 from ctxlab.audit import causes
 from ctxlab.audit.causes import Cause, missing, on
 from ctxlab.audit.engine import Hit, Stream, thread_of
+from ctxlab.audit.events import DRIVER_EVENT_RECORD_PREFIXES
 from ctxlab.audit.facts import facts
 from ctxlab.audit.state import model
 
-RECORDS = ("cuEventRecord",)
 STREAM_USERS = ("cuLaunch", "cuMemcpy", "cuMemset", "cuStreamWaitEvent", "cuStreamSynchronize", "cuStreamQuery",
                 "cuMemAllocAsync", "cuMemFreeAsync")
 # Runtime calls that only ask: they do not make a library work under the current context.
@@ -28,16 +28,16 @@ def handle_from_another_context(s: Stream) -> list[Hit]:
     """An event recorded on a stream of another context, or a stream used while another context is current."""
     f = facts(s)
     hits, seen = [], set()
-    for e in s.named(RECORDS + STREAM_USERS + ("cuEventElapsedTime",)):
+    for e in s.named(DRIVER_EVENT_RECORD_PREFIXES + STREAM_USERS + ("cuEventElapsedTime",)):
         name, args = e.get("name", ""), e.get("args") or {}
-        if e.get("domain") != "driver" or not (name.startswith(RECORDS) or name.startswith(STREAM_USERS)
-                                               or name.startswith("cuEventElapsedTime")):
+        if e.get("domain") != "driver" or not name.startswith(
+                (*DRIVER_EVENT_RECORD_PREFIXES, *STREAM_USERS, "cuEventElapsedTime")):
             continue
         at, current = e.get("start", 0), e.get("context") or 0
         stream = f.owner(f.streams, args["stream"], at) if args.get("stream") else None
         event = f.owner(f.events, args["event"], at) if args.get("event") else None
         problem = None
-        if name.startswith(RECORDS) and event is not None:
+        if name.startswith(DRIVER_EVENT_RECORD_PREFIXES) and event is not None:
             other = stream[0] if stream is not None else current
             if other and event[0] != other:
                 problem = (f"event {args['event']:#x} (made in context {event[0]:#x}) was recorded on "

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from ctxlab.audit.causes import Cause, on
 from ctxlab.audit.engine import Hit, Stream, failed, ok_or_pending, succeeded, thread_of
-from ctxlab.audit.state import LAUNCHES, STREAM_SYNCS, SYNCS, caller_of
+from ctxlab.audit.events import CONTEXT_SYNC_PREFIXES, EVENT_SYNC_PREFIXES, LAUNCH_PREFIXES, STREAM_SYNC_PREFIXES
+from ctxlab.audit.state import caller_of
 
 LIMITS = {0: "stack size", 1: "printf FIFO size", 2: "malloc heap size", 3: "device runtime sync depth",
           4: "device runtime pending launch count", 5: "max L2 fetch granularity", 6: "persisting L2 cache size",
@@ -43,11 +44,11 @@ SETTINGS_CALLBACKS = ("cuCtxSetLimit", "cudaDeviceSetLimit", "cudaSetDeviceFlags
                       "cudaMemPoolSetAttribute")
 POOL_USERS = ("cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocFromPoolAsync", "cudaMallocAsync", "cudaFreeAsync",
               "cudaMallocFromPoolAsync")
-EVENT_SYNCS = ("cuEventSynchronize", "cudaEventSynchronize")
 # what depends on each kind: the calls whose behaviour the setting changes
-DEPENDENTS = {"limit": LAUNCHES, "cache configuration": LAUNCHES, "shared memory configuration": LAUNCHES,
-              "device flags": SYNCS + STREAM_SYNCS + EVENT_SYNCS, "context flags": SYNCS + STREAM_SYNCS + EVENT_SYNCS,
-              "pool attribute": POOL_USERS + SYNCS + STREAM_SYNCS}
+HOST_WAITS = CONTEXT_SYNC_PREFIXES + STREAM_SYNC_PREFIXES + EVENT_SYNC_PREFIXES
+DEPENDENTS = {"limit": LAUNCH_PREFIXES, "cache configuration": LAUNCH_PREFIXES,
+              "shared memory configuration": LAUNCH_PREFIXES, "device flags": HOST_WAITS, "context flags": HOST_WAITS,
+              "pool attribute": POOL_USERS + CONTEXT_SYNC_PREFIXES + STREAM_SYNC_PREFIXES}
 # limits that cannot change once a kernel using them was launched (the runtime's cudaDeviceSetLimit)
 FIXED_AFTER_LAUNCH = (1, 2)
 ACTIVE = ("cudaErrorSetOnActiveProcess", "CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE")
@@ -215,7 +216,7 @@ def settings_cause(s: Stream, e: dict) -> Cause | None:
                 return Cause(made, f"context {made.get('context') or 0:#x} was already active, created on thread "
                                    f"{thread_of(made)}: its flags were fixed then")
         if what[0] == "limit" and args.get("limit") in FIXED_AFTER_LAUNCH:
-            launched = [c for c in s.calls if c.get("name", "").startswith(LAUNCHES) and c.get("start", 0) < at
+            launched = [c for c in s.calls if c.get("name", "").startswith(LAUNCH_PREFIXES) and c.get("start", 0) < at
                         and ok_or_pending(c) and (not e.get("context") or c.get("context") == e.get("context"))]
             if launched:
                 return Cause(launched[-1], f"{on(launched[-1])} launched a kernel in the context before: the "

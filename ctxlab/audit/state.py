@@ -14,10 +14,6 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from ctxlab.audit.call_roles import CONTEXT_CHANGES as CONTEXT_CHANGES
-from ctxlab.audit.call_roles import LAUNCHES as LAUNCHES
-from ctxlab.audit.call_roles import STREAM_SYNCS as STREAM_SYNCS
-from ctxlab.audit.call_roles import SYNCS as SYNCS
 from ctxlab.audit.call_roles import roles as roles_of
 from ctxlab.audit.engine import ANSWERS as ANSWERS  # the one definition of an answer, re-exported
 from ctxlab.audit.engine import Stream, end_of, failed, ok_or_pending

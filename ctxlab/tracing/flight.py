@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ctxlab.tracing import native
 from ctxlab.tracing.decode import Sources, events_of_rows
 from ctxlab.tracing.fold import AUTO_RECORDS, fold
-from ctxlab.tracing.frames import is_user_file, shown
+from ctxlab.tracing.frames import USER_FRAMES, is_user_file, shown
 from ctxlab.tracing.names import api_name
 from ctxlab.tracing.native import objects
 from ctxlab.tracing.recorder import MAPS, NAMES, RECORDS, FlightFiles
@@ -32,7 +32,6 @@ STACK_HEAD = struct.Struct("<4I")
 FRAME = struct.Struct("<2I")
 ITEM = struct.Struct("<2I")
 ITEM_CODE, ITEM_THREAD, ITEM_FUNCTION, ITEM_STACK_TEXT, ITEM_THREAD_END, ITEM_BLOB = 1, 2, 3, 4, 5, 6
-USER_FRAMES = 8
 _HEADER_FIELDS = ("magic", "abi", "record_size", "stack_size", "slot_size", "cap_records", "cap_stacks", "cap_bytes",
                   "off_records", "off_stacks", "off_bytes", "off_slots", "nrecords", "nstacks", "nbytes",
                   "dropped_records", "dropped_stacks", "dropped_bytes", "heartbeat", "nslots", "pid", "opened",

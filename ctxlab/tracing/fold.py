@@ -8,7 +8,7 @@ the others; nothing a rule reads is in them:
   stack, no bytes and no flag, and is identical (thread, function, context, every kept parameter) to one
   kept before it, is folded: its first occurrence stands for it. Failing queries are always kept, and so is
   ``cuStreamQuery``/``cuEventQuery`` (a success is a host synchronisation).
-- a **launch** (``LAUNCHES``) that returned success, identical (thread, function, context, kept parameters,
+- a **launch** (``names.KERNEL_LAUNCHES``) that returned success, identical (thread, function, context, kept parameters,
   kernel arguments' bytes, stack) to a later launch in a run of launches with nothing else kept between them,
   is folded into the last one of the run. Between two such launches nothing was allocated, freed, recorded,
   waited for or synchronised, so the later one touches the same memory on the same stream with the same
@@ -31,7 +31,7 @@ from typing import Any
 
 from ctxlab.tracing import native
 from ctxlab.tracing.fields import named_args
-from ctxlab.tracing.names import api_name
+from ctxlab.tracing.names import KERNEL_LAUNCHES, api_name
 
 TAIL = 64
 # ``ctxlab trace`` shows every call of a recording up to this many records, and folds a longer one (``auto``)
@@ -48,8 +48,6 @@ PURE_QUERIES = (
     "cudaStreamGetFlags", "cudaStreamGetPriority", "cudaFuncGetAttributes", "cudaDriverGetVersion",
     "cudaRuntimeGetVersion", "cudaGetLastError", "cudaPeekAtLastError",
 )
-LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "cudaLaunchKernel",
-            "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel")
 KEEP, QUERY, LAUNCH = 0, 1, 2
 _SPECIAL_STREAMS = 2  # 0 the NULL stream, 1 the legacy stream, 2 the per-thread stream: implicit order
 _NOT_FLAGS = ~native.NESTED_IN_RUNTIME & 0xFFFF  # a launch made beneath the runtime's may still fold
@@ -86,7 +84,7 @@ def kind_of(domain: int, raw: str) -> tuple[int, int]:
     name = api_name("runtime" if runtime else "driver", raw)
     if name.startswith(PURE_QUERIES):
         return QUERY, -1
-    if name in LAUNCHES or name.removesuffix("_ptsz") in LAUNCHES:
+    if name in KERNEL_LAUNCHES or name.removesuffix("_ptsz") in KERNEL_LAUNCHES:
         order = list(named_args(raw, (0, 1, 2, 3, 4), runtime=runtime))
         return (LAUNCH, order.index("stream")) if "stream" in order else (KEEP, -1)
     return KEEP, -1

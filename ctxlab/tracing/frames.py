@@ -15,7 +15,7 @@ import sys
 import sysconfig
 from types import FrameType, TracebackType
 
-MAX_FRAMES = 8
+USER_FRAMES = 8  # the user frames a stack keeps, innermost first
 
 _verdicts: dict[str, bool] = {}
 _excluded: tuple[str, ...] | None = None
@@ -69,7 +69,7 @@ def shown(filename: str) -> str:
     return os.path.relpath(full) if full.startswith(cwd) else full
 
 
-def frame_stack(frame: FrameType | None, limit: int = MAX_FRAMES) -> list[list]:
+def frame_stack(frame: FrameType | None, limit: int = USER_FRAMES) -> list[list]:
     """The user frames from ``frame`` outwards, innermost first: ``[file, line, function]`` each."""
     out: list[list] = []
     while frame is not None and len(out) < limit:
@@ -80,7 +80,7 @@ def frame_stack(frame: FrameType | None, limit: int = MAX_FRAMES) -> list[list]:
     return out
 
 
-def user_stack(skip: int = 1, limit: int = MAX_FRAMES) -> list[list]:
+def user_stack(skip: int = 1, limit: int = USER_FRAMES) -> list[list]:
     """The calling thread's user frames, innermost first, leaving out ``skip`` frames of the caller's own."""
     try:
         frame: FrameType | None = sys._getframe(skip + 1)
@@ -89,7 +89,7 @@ def user_stack(skip: int = 1, limit: int = MAX_FRAMES) -> list[list]:
     return frame_stack(frame, limit)
 
 
-def traceback_stack(tb: TracebackType | None, limit: int = MAX_FRAMES) -> list[list]:
+def traceback_stack(tb: TracebackType | None, limit: int = USER_FRAMES) -> list[list]:
     """The user frames of an exception's traceback, innermost (where it was raised) first."""
     frames = []
     while tb is not None:

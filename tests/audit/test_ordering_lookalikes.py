@@ -41,7 +41,7 @@ def test_clean_wait_value_pinned_download_post_then_sync():
     thread then fills rx (cuMemsetD32Async on its own stream) and rings the doorbell (cuStreamWriteValue32). The
     copy cannot start before the doorbell is written, which is after the memset in the NIC stream's order: the
     copy is ordered after the write although it was enqueued first. ordering.Ordering._call drops both calls
-    (not in ordering_calls.MODELLED), and Ordering._touch takes the memset for a write after an unordered use."""
+    (not in events.MODELLED), and Ordering._touch takes the memset for a write after an unordered use."""
     c = Calls()
     rx, doorbell = BASE, BASE + (1 << 21)
     c.alloc(rx, 4 << 16)

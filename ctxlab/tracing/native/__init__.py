@@ -16,6 +16,8 @@ import subprocess
 import tempfile
 import threading
 
+from ctxlab.tracing.fields import ENTER as ENTER  # the callback sites, as the field specs name them
+from ctxlab.tracing.fields import EXIT as EXIT
 from ctxlab.tracing.native.locate import address
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cupti_shim.c")
@@ -44,7 +46,6 @@ DOMAIN_DRIVER, DOMAIN_RUNTIME, DOMAIN_RESOURCE = 1, 2, 3
 NESTED_IN_RUNTIME, NO_EXIT, BLOB_DROPPED = 1, 2, 4
 WANT_STACK, WANT_LAUNCH, WANT_MODULE, WANT_CALLERS, WANT_NAME = 1, 2, 8, 16, 32
 CALLERS_ITEM = 0xFFFFFFFE  # an argument-store item holding native return addresses (cupti_shim.c)
-ENTER, EXIT = 0, 1
 # What became of a stack (cupti_shim.c's S_* values), and what a report says where there is none.
 STACK_NATIVE, STACK_PENDING, STACK_SERVED, STACK_ABANDONED, STACK_NO_PYTHON, STACK_NO_HELPER = 1, 2, 3, 4, 5, 6
 STACK_REASONS = {
