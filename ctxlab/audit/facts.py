@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ctxlab.audit.engine import Stream, succeeded
 from ctxlab.audit.events import CONTEXT_WORK_PREFIXES
-from ctxlab.audit.hooks import GREEN_CONTEXT, Allocations, allocation_size
+from ctxlab.audit.hooks import GREEN_CONTEXT
 
 CREATES = ("cuCtxCreate",)
 # Calls that use a context: kernels, copies, memsets, graphs, and the program's allocations (not queries).
@@ -125,20 +125,3 @@ def facts(s: Stream) -> Facts:
     s._facts = f  # type: ignore[attr-defined]
     return f
 
-
-def allocation_owners(s: Stream) -> list[tuple[dict, tuple[int, int, int, int] | None]]:
-    """Each driver call that names a device pointer (frees, memsets, copies), with the allocation it points
-    into at that time: (base, end, owner context, correlation id), or None."""
-    allocations = Allocations()  # a destroyed context's entries stay: a later use of them is what is looked for
-    out = []
-    for e in s.calls:
-        name, args = e.get("name", ""), e.get("args") or {}
-        if e.get("domain") != "driver":
-            continue
-        if name.startswith("cuMemAlloc") and succeeded(e) and args.get("ptr") and e.get("context"):
-            allocations.add(args["ptr"], allocation_size(args), e["context"], e.get("correlation", 0))
-        elif args.get("ptr"):
-            out.append((e, allocations.find(args["ptr"])))
-            if name.startswith("cuMemFree") and succeeded(e):
-                allocations.free(args["ptr"])
-    return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ctxlab.audit.causes import Cause, missing, on
 from ctxlab.audit.engine import Hit, Stream, succeeded, thread_of
 from ctxlab.audit.facts import facts
+from ctxlab.audit.state import model
 
 
 def _caller(s: Stream, e: dict) -> str:
@@ -129,8 +130,6 @@ def _thread_end(s: Stream, tid, ctx: int) -> Cause:
 def used_after_teardown(s: Stream) -> list[Hit]:
     """A call that uses memory, a stream or an event of a context the program destroyed or released to zero
     before (a destructor or an atexit handler running after the teardown)."""
-    from ctxlab.audit.facts import allocation_owners
-
     f = facts(s)
     gone = {ctx: call for ctx, call in f.destroyed.items()
             if call.get("domain") == "driver" or call.get("domain") == "resource"}
@@ -150,13 +149,17 @@ def used_after_teardown(s: Stream) -> list[Hit]:
                         calls=(cause, e), related=(("destroyed at", cause),), cause=cause,
                         cause_what=f"{on(cause)} destroyed context {owner:#x}, which {what} belonged to"))
 
-    for e, found in allocation_owners(s):
-        if found is not None and found[2] in gone and e.get("from") != "callback":
-            report(e, found[2], f"memory at {(e.get('args') or {}).get('ptr', 0):#x}")
+    m = model(s)  # its allocations: each block with its context, live or freed
     for e in s.calls:
         args = e.get("args") or {}
         if e.get("domain") != "driver" or e.get("from") == "callback":
             continue
+        ptr, at = args.get("ptr"), e.get("start", 0)
+        if ptr and not (e.get("name", "").startswith("cuMemAlloc") and succeeded(e)):
+            block = m.block(ptr, at)  # the allocation that held it, if it was still live then (or freed by e)
+            if block is not None and block.context in gone and (
+                    block.freed is None or block.freed is e or block.freed.get("start", 0) >= at):
+                report(e, block.context, f"memory at {ptr:#x}")
         for key, table in (("stream", f.streams), ("event", f.events)):
             handle = args.get(key)
             owned = f.owner(table, handle, e.get("start", 0)) if handle else None

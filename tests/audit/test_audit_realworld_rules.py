@@ -3,6 +3,8 @@ non-primary-current, used-after-teardown, unordered-handover, failed-call) on sy
 format: each fires where its hazard is, and each condition of it has a case that keeps it quiet. The GPU test
 (tests/gpu/test_realworld.py) runs them on the programs of examples/realworld/."""
 
+import pytest
+
 from ctxlab.audit import RULES_BY_ID, judge
 from ctxlab.audit.exchange import describe, pending_work
 from tests.audit_events import CREATED, MAIN, OTHER, PRIMARY, WORKER, Events
@@ -210,6 +212,20 @@ def test_memory_freed_after_its_context_was_destroyed():
               args={"ptr": 0x7F0000000000})
     (f,) = rule(ev.events, "used-after-teardown")
     assert f.location.line == 12 and [(w, loc.line) for w, loc in f.related] == [("destroyed at", 7)]
+
+
+@pytest.mark.parametrize("status", ["CUDA_ERROR_INVALID_CONTEXT", "CUDA_SUCCESS"])
+def test_memory_used_after_its_context_was_destroyed_whatever_the_call_returned(status):
+    """A free of the destroyed context's memory, failing or (where the driver reports one) successful:
+    a use of memory the destroy took, found in the one allocation map (the state model's blocks)."""
+    ev = Events()
+    created(ev)
+    ev.driver("cuMemAlloc_v2", 40, context=CREATED, line=6, args={"ptr": 0x7F0000000000, "size": 4096})
+    ev.driver("cuCtxDestroy_v2", 60, context=CREATED, line=7, args={"ctx": CREATED})
+    ev.resource("CONTEXT_DESTROY_STARTING", 61, context=CREATED, line=7)
+    ev.driver("cuMemFree_v2", 80, context=PRIMARY, status=status, line=12, args={"ptr": 0x7F0000000000})
+    (f,) = rule(ev.events, "used-after-teardown")
+    assert f.location.line == 12 and "memory at 0x7f0000000000" in f.message
 
 
 def test_a_free_before_the_destroy_or_with_the_context_still_current_is_not_this_rules():
