@@ -8,7 +8,8 @@ anything.
                                      [--json FILE]
 
 Each run is a fresh process; the rounds go through the tools in a rotating order so drift hits all of them.
-The program times its own loop (after a warm-up) and prints microseconds per launch; the whole process's wall
+The program times its own loop (after a warm-up) in five stretches and prints the median's microseconds per
+launch; the whole process's wall
 time (start, imports, the tool's own start and its report) is measured around it. Reported: medians per tool,
 and each tool's added microseconds per launch over plain. Without a GPU: one line, exit status 2.
 """
@@ -43,11 +44,14 @@ else:
     def sync(): torch.cuda.synchronize()
 for _ in range(200): step()
 sync()
-def loop():
-    t = time.perf_counter()
-    for _ in range(launches): step()
-    sync()
-    return time.perf_counter() - t
+def loop():  # the median of five stretches: a stall in one (another process, a page fault) moves no figure
+    part, times = launches // 5, []
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(part): step()
+        sync()
+        times.append((time.perf_counter() - t) / part)
+    return sorted(times)[2]
 if profile:
     import torch
     from torch.profiler import ProfilerActivity, profile as profiler
@@ -55,7 +59,7 @@ if profile:
         seconds = loop()
 else:
     seconds = loop()
-print(f"loop {seconds / launches * 1e6:.3f} us/launch", flush=True)
+print(f"loop {seconds * 1e6:.3f} us/launch", flush=True)
 """
 TOOLS = ("plain", "cupti-dispatch", "trace", "audit", "audit-snapshot", "torch.profiler", "compute-sanitizer")
 

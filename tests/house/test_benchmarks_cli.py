@@ -23,6 +23,7 @@ def run(name: str, *args: str) -> subprocess.CompletedProcess:
     ("handoff_variants", ["--handoffs", "0"]), ("handoff_breakdown", ["--handoffs", "-3"]),
     ("handoff_breakdown", ["--iterations", "many"]), ("relay_vs_native", ["--pairs", "0"]),
     ("relay_vs_native", ["--threads", "x"]), ("relay_vs_native", ["--child", "green"]),
+    ("long_program", ["--launches", "0"]), ("long_program", ["--launches", "5M"]),
 ])
 def test_bad_counts_are_refused_in_one_line(name, args):
     done = run(name, *args)
