@@ -5,6 +5,7 @@
 # back where hundreds may not).
 #   scripts/gpu-wave5.sh OUTDIR [pytest args and paths; default: tests]
 # CORPUS_S=0, TESTS_S=0: leave that part out. LAUNCH_COST="ARGS": run benchmarks/launch_cost.py ARGS (LAUNCH_S).
+# LONG="ARGS": run benchmarks/long_program.py ARGS (LONG_S), the audit of a program of millions of launches.
 set -uo pipefail
 out=${1:?usage: scripts/gpu-wave5.sh OUTDIR [pytest args]}
 shift
@@ -26,6 +27,12 @@ if [ -n "${LAUNCH_COST:-}" ]; then
   timeout -s KILL "${LAUNCH_S:-200}" python3 benchmarks/launch_cost.py $LAUNCH_COST --json "$out/launch-cost.json" \
     > "$out/launch-cost.txt" 2> "$out/launch-cost.log" || status=1
   cat "$out/launch-cost.txt"
+fi
+if [ -n "${LONG:-}" ]; then
+  # shellcheck disable=SC2086  # the arguments are meant to split
+  timeout -s KILL "${LONG_S:-300}" python3 benchmarks/long_program.py $LONG --json "$out/long-program.json" \
+    > "$out/long-program.txt" 2>&1 || status=1
+  cat "$out/long-program.txt"
 fi
 if [ "${TESTS_S:-260}" != 0 ]; then
   targets=("$@")
