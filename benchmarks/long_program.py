@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from common import positive
+from common import positive, refuse_without_gpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOOP = """
@@ -84,13 +84,10 @@ def main() -> None:
     parser.add_argument("--launches", type=positive, default=5_000_000)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    from ctxlab.cuda.environment import BadDevice, NoGpu, capture, require_device
+    if refuse_without_gpu("long_program"):
+        raise SystemExit(2)
+    from ctxlab.cuda.environment import capture
 
-    try:
-        require_device(0)
-    except (NoGpu, BadDevice) as exc:
-        print(f"long_program: cannot measure here: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
     with tempfile.TemporaryDirectory(prefix="ctxlab-long-") as folder:
         result = run(args.launches, folder)
     report = {"environment": capture(0), "result": result}
