@@ -23,7 +23,25 @@ def gpu_absence() -> str | None:
         return str(exc)
 
 
+ALONE_TEST = "tests/house/test_each_file_alone.py::test_each_test_file_passes_alone"
+
+
+def run_alone_only(config, items) -> None:
+    """Where the each-file-alone test is in the session (and not skipped), the files marked ``alone`` run there
+    only, each in a pytest of its own, and are not run a second time in the session: they are the heaviest (their
+    tests start fresh processes, or property tests), and a file run alone is the stronger test of the two."""
+    import os
+
+    if os.environ.get("CTXLAB_SKIP_ALONE") == "1" or not any(i.nodeid.endswith(ALONE_TEST) for i in items):
+        return
+    deselected = [i for i in items if i.get_closest_marker("alone") is not None]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [i for i in items if i.get_closest_marker("alone") is None]
+
+
 def pytest_collection_modifyitems(config, items):
+    run_alone_only(config, items)
     absent = gpu_absence()
     for item in items:
         if "gpu" in item.keywords and absent:

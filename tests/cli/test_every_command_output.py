@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 from ctxlab.cli import cli
 from tests.conftest import RESULTS
 
+pytestmark = pytest.mark.alone  # run once, alone (tests/house/test_each_file_alone.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = "from ctxlab.entry import main; main()"  # what the console script runs
 RESULT = str(RESULTS / "refcount.json")

@@ -23,8 +23,9 @@ import pytest
 
 from tests.conftest import RESULTS
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not os.path.isdir("/proc/self"),
-                                reason="process groups are read from Linux's /proc")
+pytestmark = [pytest.mark.alone,  # run once, alone (tests/house/test_each_file_alone.py)
+              pytest.mark.skipif(not sys.platform.startswith("linux") or not os.path.isdir("/proc/self"),
+                                 reason="process groups are read from Linux's /proc")]
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}

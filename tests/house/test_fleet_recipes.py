@@ -17,6 +17,8 @@ import yaml
 
 from tests.conftest import RESULTS
 
+pytestmark = pytest.mark.alone  # run once, alone (tests/house/test_each_file_alone.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 FLEET = ROOT / "fleet"
 HOLDS = RESULTS / "check.json"  # recorded on an H200: nothing fails

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.alone  # run once, alone (tests/house/test_each_file_alone.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -84,7 +86,9 @@ def table_needs() -> list[str]:
 
 def test_the_skip_reasons_are_found():
     reasons = dict(skip_reasons())
-    assert len(reasons) > 30 and "tests/conftest.py:30" in reasons  # the gpu marker's skip, added at collection
+    gpu_skip = next(n for n, line in enumerate((ROOT / "tests/conftest.py").read_text().splitlines(), 1)
+                    if 'reason=f"no GPU: {absent}"' in line)
+    assert len(reasons) > 30 and f"tests/conftest.py:{gpu_skip}" in reasons  # the gpu marker's skip, at collection
 
 
 def test_every_kind_of_skip_in_the_suite_is_a_row_of_the_readme_table():

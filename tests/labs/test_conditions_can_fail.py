@@ -53,6 +53,8 @@ import pytest
 
 from tests.labs.test_claims_can_fail import CASES, JUDGED, apply, fixture_observations
 
+pytestmark = pytest.mark.alone  # run once, alone (tests/house/test_each_file_alone.py)
+
 # Issue 25: the promises (and the condition named there) that survived one condition's removal.
 NAMED = {
     "migrate.runtime-binds-primary": ["in_primary", "bound_primary"],

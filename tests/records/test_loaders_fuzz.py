@@ -6,11 +6,14 @@ import json
 import os
 import tempfile
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import RESULTS, gpu_absence, recorded
 from tests.hostile import invoke
+
+pytestmark = pytest.mark.alone  # run once, alone (tests/house/test_each_file_alone.py)
 
 VALID = RESULTS / "refcount.json"
 FORMATS = ["table", "json", "junit", "markdown"]

@@ -20,6 +20,8 @@ from ctxlab.output import OutputError, check_outputs
 from tests.conftest import RESULTS
 from tests.hostile import assert_one_line_exit_2, invoke
 
+pytestmark = pytest.mark.alone  # run once, alone (tests/house/test_each_file_alone.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = RESULTS / "refcount.json"
 LARGE = RESULTS / "check.json"  # half a megabyte of JSON: more than a pipe holds

@@ -24,6 +24,8 @@ from ctxlab.report.screen import iter_wrap, text_width, wrap
 from ctxlab.report.text import TEXT_CHARS, shown_as_is
 from tests.hostile import claim, run
 
+pytestmark = pytest.mark.alone  # run once, alone (tests/house/test_each_file_alone.py)
+
 FIELDS = ("evidence", "statement", "id", "source", "reason", "lab", "scenario", "thread", "step", "message",
           "output_tail", "metric", "gpu_name")
 
