@@ -46,7 +46,7 @@ def loop_events(launches: int) -> list[dict]:
 
 def judge(events: list[dict]) -> tuple[float, int]:
     from ctxlab.audit.engine import Stream
-    from ctxlab.audit.rules import judge_stream
+    from ctxlab.audit.rules.catalogue import judge_stream
 
     t = time.perf_counter()
     findings = judge_stream(Stream(events))

@@ -113,8 +113,8 @@ def main(argv: list[str]) -> int:
         thread.start()
     tracer = None
     if tracer_mode is not None:
-        from ctxlab.audit.hooks import AuditHooks
-        from ctxlab.audit.observe import tracer_options
+        from ctxlab.audit.child.observe import tracer_options
+        from ctxlab.audit.model.hooks import AuditHooks
         from ctxlab.trace import Tracer
 
         options = tracer_options(AuditHooks()) if tracer_mode == "audit" else {}

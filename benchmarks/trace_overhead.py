@@ -42,8 +42,8 @@ def measure(launches: int, repeats: int, calls: str, audit: bool = False) -> dic
 
     options: dict = {}
     if audit:
-        from ctxlab.audit.hooks import AuditHooks
-        from ctxlab.audit.observe import tracer_options
+        from ctxlab.audit.child.observe import tracer_options
+        from ctxlab.audit.model.hooks import AuditHooks
 
         options = tracer_options(AuditHooks())  # as ctxlab audit traces: its launch and allocation hooks too
 

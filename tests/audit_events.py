@@ -56,7 +56,7 @@ class Events:
 
     def observed(self, name: str, start: int, tid: int = MAIN, context: int = 0, line: int | None = None,
                  **extra) -> dict:
-        """What one of the audit's hooks noted inside a call (domain audit, as ctxlab.audit.hooks writes it)."""
+        """What one of the audit's hooks noted inside a call (domain audit, as ctxlab.audit.model.hooks writes it)."""
         event = {"domain": "audit", "name": name, "context": context, "tid": tid, "start": start,
                  "seq": next(self._seq), "thread": NAMES.get(tid, f"thread {tid}"), **extra}
         if line is not None:

@@ -13,7 +13,7 @@ BASE = 0x7F0000000000
 
 
 def launch_blob(*pointers: int) -> bytes:
-    """Kept launch arguments (``ctxlab.audit.hooks.arguments``' format): one 8-byte pointer argument each."""
+    """Kept launch arguments (``ctxlab.audit.model.hooks.arguments``' format): one 8-byte pointer argument each."""
     return b"".join(struct.pack("<IIQ", i, 8, p) for i, p in enumerate(pointers))
 
 
@@ -33,7 +33,7 @@ class Calls(Events):
                          line=len(self.events) + 1, args=args, **extra)
 
     def hook(self, name: str, tid: int = MAIN, **fields) -> dict:
-        """An allocator or library hook's note: as ``ctxlab.audit.allocators.Notes`` makes it, with no context
+        """An allocator or library hook's note: as ``ctxlab.audit.child.allocators.Notes`` makes it, with no context
         (a hook runs in Python, outside any CUDA call)."""
         self.t += 10
         event = self.observed(name, self.t, tid=tid, line=len(self.events) + 1, **fields)

@@ -1,12 +1,20 @@
 """``ctxlab audit``: find CUDA context hazards in any Python program.
 
-The program runs in a traced child (``observe.py`` there; ``ctxlab.tracing`` records every call into a flight
-recorder the parent reads however the child ends); the parent replays the calls into a model of each thread's
-CUDA state (``state.py``) and runs the rules (``rules.py``: explanations on top of the model) over it
-(``engine.py``); ``report.py`` writes the findings as a table, JSON, JUnit or SARIF. ``guard.py`` and
-``pytest_plugin.py`` apply the same rules per test (``pytest --ctxlab-guard``). Nothing here imports CUDA
-until a program is audited, and the child imports only what it runs the program with (the names below are
-loaded when first used).
+Laid out as the layers it is, each importing only those below it (``tests/house/test_structure.py``):
+
+- ``events.py``: the one vocabulary (the families of calls, the names of the child's notes);
+- ``engine.py``: the recorded stream (``Stream``) and what a rule finds (``Hit``, ``Finding``, its because);
+- ``child/``: what runs in the traced process (``observe.py`` runs the program under the tracer; the allocator,
+  hand-over and fork watches); ``ctxlab.tracing`` records every call into a flight recorder the parent reads
+  however the child ends;
+- ``model/``: the state the calls build (``state.py``: each thread's current context, handles, allocations and
+  failing calls; ``ordering.py``: what happens before what), and the causes findings draw on;
+- ``rules/``: the rules, queries on the models, declared in ``catalogue.py``;
+- ``run.py`` wires them for ``ctxlab audit``; ``report.py`` writes the findings as a table, JSON, JUnit or SARIF;
+  ``guard.py`` and ``pytest_plugin.py`` apply the same rules per test (``pytest --ctxlab-guard``).
+
+Nothing here imports CUDA until a program is audited, and the child imports only what it runs the program with
+(the names below are loaded when first used).
 
     from ctxlab.audit import audit_program
     result = audit_program(argv=["examples/hazards/no_context.py"])
@@ -21,8 +29,9 @@ from typing import Any
 
 __all__ = ["AuditResult", "EXIT_HAZARD", "Finding", "Location", "RULES", "RULES_BY_ID", "Rule", "audit_program",
            "judge"]
-_HOMES = {"Finding": "engine", "Location": "engine", "RULES": "rules", "RULES_BY_ID": "rules", "Rule": "rules",
-          "judge": "rules", "EXIT_HAZARD": "run", "AuditResult": "run", "audit_code": "run", "audit_program": "run"}
+_HOMES = {"Finding": "engine", "Location": "engine", "RULES": "rules.catalogue", "RULES_BY_ID": "rules.catalogue",
+          "Rule": "rules.catalogue", "judge": "rules.catalogue", "EXIT_HAZARD": "run", "AuditResult": "run",
+          "audit_code": "run", "audit_program": "run"}
 
 
 def __getattr__(name: str) -> Any:

@@ -44,7 +44,7 @@ ANSWERS: dict[str, tuple[str, ...]] = {
 }
 SEVERITIES = ("error", "warning", "info")
 # Events that are not calls: CUPTI's resource events, and what the audit's hooks observed inside calls
-# (ctxlab.audit.hooks: a kernel argument pointing into another context's memory, a green context's handle).
+# (ctxlab.audit.model.hooks: a kernel argument pointing into another context's memory, a green context's handle).
 NOT_CALLS = ("resource", "audit")
 
 

@@ -7,7 +7,7 @@ Two kinds of family, told apart by their names:
   runtime's name without its version (``_v2``, ``_v3020``) and per-thread (``_ptsz``, ``_ptds``) suffixes, so
   ``cuMemcpyHtoDAsync_v2_ptsz`` and ``cudaMemcpyAsync_ptsz`` are the asynchronous copies they are, and
   ``cudaFreeAsync`` is never taken for ``cudaFree``. What each does to the ordering model
-  (``ctxlab.audit.ordering``).
+  (``ctxlab.audit.model.ordering``).
 - Tuples of **name prefixes** (``*_PREFIXES``), matched with ``name.startswith(FAMILY)``: the families the state
   model's replay, the rules and the endings test a recorded name against (``cuMemAlloc`` covers
   ``cuMemAlloc_v2`` and ``cuMemAllocManaged``).
@@ -69,6 +69,18 @@ ORDERING_CALLBACKS = ("cuMemcpyAsync", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsyn
                       "cudaMemcpyAsync", "cudaMemcpy", "cudaMemsetAsync", "cudaMallocAsync", "cudaFreeAsync",
                       "cudaStreamWaitEvent", "cudaEventRecord", "cudaEventCreate", "cudaEventCreateWithFlags",
                       "cudaIpcGetMemHandle", "cudaStreamEndCapture")
+
+# What the audit's allocator and library hooks note in the traced child (its notes' names, beside the calls).
+POOL_ALLOC, POOL_FREE = "POOL_ALLOC", "POOL_FREE"  # a library pool's block handed out, handed back
+RECORD_STREAM = "RECORD_STREAM"  # torch's Tensor.record_stream: the block's free waits for that stream too
+LIBRARY_WAIT = "LIBRARY_EVENT_WAIT"  # a library's wait on an event it never created: no CUDA call at all
+LIBRARY_NOT_WATCHED = "LIBRARY_NOT_WATCHED"  # a hook that could not be installed: what it would note is unseen
+
+# The settings calls whose user stack the settings findings name (the audit's extra callbacks hold them).
+SETTINGS_CALLBACKS = ("cuCtxSetLimit", "cudaDeviceSetLimit", "cudaSetDeviceFlags", "cuDevicePrimaryCtxSetFlags",
+                      "cuDevicePrimaryCtxSetFlags_v2", "cuCtxSetFlags", "cuCtxSetCacheConfig",
+                      "cudaDeviceSetCacheConfig", "cuCtxSetSharedMemConfig", "cuMemPoolSetAttribute",
+                      "cudaMemPoolSetAttribute")
 
 # Name prefixes (see the module docstring).
 LAUNCH_PREFIXES = ("cuLaunchKernel", "cuLaunchCooperativeKernel", "cudaLaunchKernel", "cudaLaunchCooperativeKernel",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ctxlab.audit.engine import NOT_CALLS, Location, Stream, frames
-from ctxlab.audit.rules import judge
+from ctxlab.audit.rules.catalogue import judge
 
 CREATORS = ("cuCtxCreate", "cuGreenCtxCreate", "cuCtxFromGreenCtx")  # a green CUcontext may be made by either
 PRIMARY_MAKERS = ("cuDevicePrimaryCtxRetain",)

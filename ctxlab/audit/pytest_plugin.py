@@ -34,8 +34,8 @@ class Guard:
     """One tracer for the session; before and after each test, a snapshot and the events in between."""
 
     def __init__(self) -> None:
-        from ctxlab.audit.hooks import AuditHooks
-        from ctxlab.audit.observe import tracer_options
+        from ctxlab.audit.child.observe import tracer_options
+        from ctxlab.audit.model.hooks import AuditHooks
         from ctxlab.tracing.tracer import Tracer, TraceUnavailable
 
         try:
@@ -56,8 +56,8 @@ class Guard:
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
         """Around pytest's own run of one test (setup, call, teardown): the context state before its setup."""
-        from ctxlab.audit.facts import primary_handles
         from ctxlab.audit.guard import snapshot
+        from ctxlab.audit.model.facts import primary_handles
 
         before = snapshot(self._initialised())
         self.known_primary |= set(before.primary_handles) | primary_handles(self.tracer.drain())
@@ -76,8 +76,8 @@ class Guard:
         before = self._before.get(item.nodeid)
         if call.when != "teardown" or before is None:
             return
-        from ctxlab.audit.facts import primary_handles
         from ctxlab.audit.guard import judge_test, snapshot
+        from ctxlab.audit.model.facts import primary_handles
 
         events = self.tracer.drain()
         after = snapshot(self._initialised())

@@ -1,7 +1,7 @@
 """Run a program for the audit and judge what it did: the program runs in a traced child
-(``ctxlab.audit.observe`` there, through ``ctxlab.tracing.supervise``), the parent reads its flight recording
+(``ctxlab.audit.child.observe`` there, through ``ctxlab.tracing.supervise``), the parent reads its flight recording
 however it ended (exit, exception, ``os._exit``, a signal, a hang stopped at the time limit), replays the
-calls into the state model and runs the rules (``ctxlab.audit.rules``). With ``pin``, a sticky error is
+calls into the state model and runs the rules (``ctxlab.audit.rules.catalogue``). With ``pin``, a sticky error is
 pinned to its launch by a second run with launches serialised (``CUDA_LAUNCH_BLOCKING=1``).
 """
 
@@ -13,21 +13,21 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ctxlab.audit.child.forks import read_log
+from ctxlab.audit.child.observe import FORKS
 from ctxlab.audit.engine import Finding, RunInfo, Stream, end_of
-from ctxlab.audit.failures import kernel_of, probes
-from ctxlab.audit.forks import read_log
-from ctxlab.audit.hooks import AuditHooks
-from ctxlab.audit.observe import FORKS
-from ctxlab.audit.rules import judge_stream
-from ctxlab.audit.rules_recording import recording_full_event
-from ctxlab.audit.state import model
+from ctxlab.audit.model.hooks import AuditHooks
+from ctxlab.audit.model.state import model
+from ctxlab.audit.rules.catalogue import judge_stream
+from ctxlab.audit.rules.failures import kernel_of, probes
+from ctxlab.audit.rules.recording import recording_full_event
 from ctxlab.tracing.program import shown_path
 from ctxlab.tracing.recorder import record_limit_env
 from ctxlab.tracing.supervise import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, Supervised, events_of, run_supervised
 
 EXIT_HAZARD = 3
 PIN_ENV = {"CUDA_LAUNCH_BLOCKING": "1"}
-OBSERVER = "ctxlab.audit.observe:observe_program"  # what the traced child runs the program with
+OBSERVER = "ctxlab.audit.child.observe:observe_program"  # what the traced child runs the program with
 
 
 @dataclass

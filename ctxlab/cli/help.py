@@ -55,7 +55,7 @@ standard error, never as the audit's exit status.
 
 def audit_help() -> str:
     """audit's help text, with the rules listed."""
-    from ctxlab.audit.rules import RULES
+    from ctxlab.audit.rules.catalogue import RULES
 
     rules = "\n".join(f"  {r.id} ({r.severity}, {r.claim}): {r.title}" for r in RULES)
     return AUDIT_HELP.format(rules=rules)

@@ -1,6 +1,6 @@
 """The traced child: ``python -m ctxlab.tracing.child FOLDER`` runs the program that FOLDER's spec.json names
 under a Tracer that writes into the flight recorder (``ctxlab.tracing.recorder``), as ``ctxlab trace`` asked,
-or under the observer a higher layer names (``ctxlab audit``'s: ``ctxlab.audit.observe``), started by
+or under the observer a higher layer names (``ctxlab audit``'s: ``ctxlab.audit.child.observe``), started by
 ``ctxlab.tracing.supervise``. It prints nothing of its own: the program's
 output and exit status are the program's. Judging happens in the parent, from the recording.
 """

@@ -85,7 +85,7 @@ FIELDS: dict[str, tuple[tuple[str, int, int, int, int, int], ...]] = {
     "cuStreamWriteValue32_v2": _STREAM_FIRST, "cuStreamWriteValue32_v2_ptsz": _STREAM_FIRST,
     "cuStreamWriteValue64_v2": _STREAM_FIRST, "cuStreamWriteValue64_v2_ptsz": _STREAM_FIRST,
     "cuStreamBatchMemOp_v2": _STREAM_FIRST, "cuStreamBatchMemOp_v2_ptsz": _STREAM_FIRST,
-    # copies and memsets: the device pointer(s), the byte or element count (ctxlab.audit.ordering sizes them)
+    # copies and memsets: the device pointer(s), the byte or element count (ctxlab.audit.model.ordering sizes them)
     "cuMemcpyAsync": (*_COPY, _SIZE16, *_STREAM_AT[24]), "cuMemcpyAsync_ptsz": (*_COPY, _SIZE16, *_STREAM_AT[24]),
     "cuMemcpyHtoDAsync_v2": (("ptr", ENTER, 0, VALUE, 0, 8), _SIZE16, *_STREAM_AT[24]),
     "cuMemcpyHtoDAsync_v2_ptsz": (("ptr", ENTER, 0, VALUE, 0, 8), _SIZE16, *_STREAM_AT[24]),
@@ -131,7 +131,7 @@ FIELDS: dict[str, tuple[tuple[str, int, int, int, int, int], ...]] = {
     "cuModuleGetFunction": (("function", EXIT, 0, DEREF, 0, 8), ("module", ENTER, 8, VALUE, 0, 8)),
     "cuModuleUnload": (("module", ENTER, 0, VALUE, 0, 8),),
     "cuKernelGetFunction": (("function", EXIT, 0, DEREF, 0, 8),),
-    # settings (ctxlab.audit.rules_settings): limits, flags, cache and shared memory configuration, pool attributes
+    # settings (ctxlab.audit.rules.settings): limits, flags, cache and shared memory configuration, pool attributes
     "cuCtxSetLimit": (("limit", ENTER, 0, VALUE, 0, 4), ("value", ENTER, 8, VALUE, 0, 8)),
     "cuCtxSetFlags": (("flags", ENTER, 0, VALUE, 0, 4),),
     "cuCtxSetCacheConfig": (("config", ENTER, 0, VALUE, 0, 4),),
@@ -171,7 +171,7 @@ RUNTIME_FIELDS: dict[str, tuple[tuple[str, int, int, int, int, int], ...]] = {
     "cudaMalloc_v3020": (("ptr", EXIT, 0, DEREF, 0, 8), ("size", ENTER, 8, VALUE, 0, 8)),
     "cudaFree_v3020": (("ptr", ENTER, 0, VALUE, 0, 8),),
     "cudaInitDevice_v12000": (("device", ENTER, 0, VALUE, 0, 4),),
-    # the ordering model's (ctxlab.audit.ordering): streams, events, copies, memsets, graphs, IPC
+    # the ordering model's (ctxlab.audit.model.ordering): streams, events, copies, memsets, graphs, IPC
     "cudaStreamCreate_v3020": (("stream", EXIT, 0, DEREF, 0, 8),),
     "cudaStreamCreateWithFlags_v5000": (("stream", EXIT, 0, DEREF, 0, 8), ("flags", ENTER, 8, VALUE, 0, 4)),
     "cudaStreamCreateWithPriority_v5050": (("stream", EXIT, 0, DEREF, 0, 8), ("flags", ENTER, 8, VALUE, 0, 4)),
@@ -203,7 +203,7 @@ RUNTIME_FIELDS: dict[str, tuple[tuple[str, int, int, int, int, int], ...]] = {
     "cudaLaunchHostFunc_v10000": _STREAM_FIRST, "cudaLaunchHostFunc_ptsz_v10000": _STREAM_FIRST,
     # (cudaIpcMemHandle_t *handle, void *devPtr)
     "cudaIpcGetMemHandle_v4010": (("ptr", ENTER, 8, VALUE, 0, 8),),
-    # settings (ctxlab.audit.rules_settings)
+    # settings (ctxlab.audit.rules.settings)
     "cudaDeviceSetLimit_v3020": (("limit", ENTER, 0, VALUE, 0, 4), ("value", ENTER, 8, VALUE, 0, 8)),
     "cudaSetDeviceFlags_v3020": (("flags", ENTER, 0, VALUE, 0, 4),),
     "cudaDeviceSetCacheConfig_v3020": (("config", ENTER, 0, VALUE, 0, 4),),

@@ -10,9 +10,9 @@ import types
 
 import pytest
 
-from ctxlab.audit.allocators import AllocatorHooks, Notes
-from ctxlab.audit.ordering import LIBRARY_NOT_WATCHED, LIBRARY_WAIT, POOL_ALLOC, POOL_FREE, RECORD_STREAM
-from ctxlab.audit.rules import RULES_BY_ID, judge
+from ctxlab.audit.child.allocators import AllocatorHooks, Notes
+from ctxlab.audit.events import LIBRARY_NOT_WATCHED, LIBRARY_WAIT, POOL_ALLOC, POOL_FREE, RECORD_STREAM
+from ctxlab.audit.rules.catalogue import RULES_BY_ID, judge
 
 
 class Recorder:

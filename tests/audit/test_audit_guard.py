@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from ctxlab.audit.facts import primary_handles
 from ctxlab.audit.guard import Snapshot, judge_test
+from ctxlab.audit.model.facts import primary_handles
 from ctxlab.tracing.frames import is_user_file, traceback_stack, user_stack
 from tests.audit_events import CREATED, PRIMARY, WORKER, Events, guard_plugin_args
 

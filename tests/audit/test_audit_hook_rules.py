@@ -3,7 +3,7 @@ green-context-on-two-threads), on synthetic event streams in the tracer's format
 where the hazard is, at the user's file:line, and stays quiet on the near misses."""
 
 from ctxlab.audit import judge
-from ctxlab.audit.hooks import FOREIGN_POINTER, GREEN_CONTEXT
+from ctxlab.audit.model.hooks import FOREIGN_POINTER, GREEN_CONTEXT
 from tests.audit_events import CREATED, MAIN, OTHER, PRIMARY, WORKER, Events
 
 GREEN, GREEN_HANDLE = 0x7F00CC00, 0x5A5A0000

@@ -1,4 +1,4 @@
-"""The audit's replay of the calls' kept parameters (ctxlab.audit.hooks) on call events as the tracer
+"""The audit's replay of the calls' kept parameters (ctxlab.audit.model.hooks) on call events as the tracer
 makes them (CPU only); what it notes is what the rules read. What the C callback keeps is tested in
 tests/tracing/test_native_callback.py."""
 
@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from ctxlab.audit import judge
-from ctxlab.audit.hooks import FOREIGN_POINTER, GREEN_CONTEXT, Allocations, AuditHooks
+from ctxlab.audit.model.hooks import FOREIGN_POINTER, GREEN_CONTEXT, Allocations, AuditHooks
 
 PRIMARY, CREATED = 0x1D2154D0, 0x7F00AA00
 BASE_A, BASE_B = 0x7F1000000000, 0x7F2000000000

@@ -1,4 +1,5 @@
-"""The state model (ctxlab.audit.state) and the rules that stand on it, on synthetic streams in the tracer's format:
+"""The state model (ctxlab.audit.model.state) and the rules that stand on it, on synthetic streams in the tracer's
+format:
 sticky-error, capture-violation, freed-memory-used, handle-destroyed, out-of-memory, launch-config, the failure
 groups that fold a driver call beneath a runtime call and a cudaGetLastError echo, and the endings
 (program-crashed, program-hung) read from a RunInfo. Each finding is asserted where its hazard is, and each
@@ -9,8 +10,8 @@ import struct
 import pytest
 
 from ctxlab.audit.engine import RunInfo, Stream
-from ctxlab.audit.rules import RULES_BY_ID, judge, judge_stream
-from ctxlab.audit.state import model
+from ctxlab.audit.model.state import model
+from ctxlab.audit.rules.catalogue import RULES_BY_ID, judge, judge_stream
 from ctxlab.tracing.flight import OpenCall
 from ctxlab.tracing.stacks_dump import StacksDump, ThreadStack
 from tests.audit_events import MAIN, OTHER, PRIMARY, WORKER, Events, stack
@@ -761,7 +762,7 @@ def test_an_allocation_the_library_retried_successfully_was_handled():
         return ev.events
 
     from ctxlab.audit.engine import Stream
-    from ctxlab.audit.failures import probes
+    from ctxlab.audit.rules.failures import probes
 
     events = stream("CUDA_SUCCESS")
     assert not [f for f in judge(events) if f.rule == "out-of-memory"]

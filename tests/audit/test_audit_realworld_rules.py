@@ -6,7 +6,7 @@ format: each fires where its hazard is, and each condition of it has a case that
 import pytest
 
 from ctxlab.audit import RULES_BY_ID, judge
-from ctxlab.audit.exchange import describe, pending_work
+from ctxlab.audit.child.exchange import describe, pending_work
 from tests.audit_events import CREATED, MAIN, OTHER, PRIMARY, WORKER, Events
 
 DEVICE = 0
@@ -323,9 +323,9 @@ def test_a_loop_of_one_failing_call_is_one_finding_that_counts_them():
 
 
 def test_probes_are_told_apart_by_evidence_not_by_a_list_of_codes(monkeypatch):
-    from ctxlab.audit import probes as catalogue
+    from ctxlab.audit.rules import probes as catalogue
     from ctxlab.audit.engine import Stream
-    from ctxlab.audit.failures import probes
+    from ctxlab.audit.rules.failures import probes
     from ctxlab.audit.run import judge_stream
 
     # beneath a runtime call that succeeded: the runtime asked, and went on
@@ -365,7 +365,7 @@ def test_the_exchange_hook_wraps_a_consumer_imported_after_it_and_puts_it_back(t
     import importlib
     import sys
 
-    from ctxlab.audit import exchange
+    from ctxlab.audit.child import exchange
 
     (tmp_path / "fakelib_ctx.py").write_text("def take(obj=None, *args, **kwargs):\n    return ('took', obj)\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -6,8 +6,8 @@ user's line that started its work; a library's handled probe beside it stays inf
 import pytest
 
 from ctxlab.audit.engine import RunInfo, Stream
-from ctxlab.audit.failures import probes
-from ctxlab.audit.rules import judge
+from ctxlab.audit.rules.catalogue import judge
+from ctxlab.audit.rules.failures import probes
 from ctxlab.tracing.frames import shown
 from ctxlab.tracing.stacks_dump import StacksDump, ThreadStack
 from tests.audit_events import MAIN, PRIMARY, Events, stack

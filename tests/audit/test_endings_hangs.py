@@ -5,7 +5,7 @@ from evidence (the call still open at the end, inside for a while, or threads bl
 progress), and the report says what the blocked call waits for."""
 
 from ctxlab.audit.engine import RunInfo
-from ctxlab.audit.rules import judge
+from ctxlab.audit.rules.catalogue import judge
 from ctxlab.tracing.flight import OpenCall
 from tests.audit_events import MAIN, PRIMARY, WORKER, Events, stack
 

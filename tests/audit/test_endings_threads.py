@@ -101,7 +101,7 @@ def test_the_stream_names_a_library_threads_calls_by_its_os_name_but_never_over_
 
 
 def test_a_fatal_stack_of_a_thread_python_did_not_start_is_tied_to_its_os_thread_and_named():
-    from ctxlab.audit.rules import judge_stream
+    from ctxlab.audit.rules.catalogue import judge_stream
     from ctxlab.tracing.stacks_dump import StacksDump, ThreadStack
 
     here = os.path.abspath(__file__)

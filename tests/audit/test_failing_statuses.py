@@ -7,9 +7,9 @@ import pytest
 
 from ctxlab.audit import judge
 from ctxlab.audit.engine import ANSWERS, Stream, answered, failed
-from ctxlab.audit.failures import probes
-from ctxlab.audit.probes import SETTINGS, is_probe
-from ctxlab.audit.state import failing, model
+from ctxlab.audit.model.state import failing, model
+from ctxlab.audit.rules.failures import probes
+from ctxlab.audit.rules.probes import SETTINGS, is_probe
 from tests.audit_events import PRIMARY, Events
 
 
@@ -19,7 +19,7 @@ def rules(found):
 
 def test_the_state_model_and_the_engine_share_one_definition():
     assert failing is failed
-    from ctxlab.audit import state
+    from ctxlab.audit.model import state
 
     assert state.ANSWERS is ANSWERS
 

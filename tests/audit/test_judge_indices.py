@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxlab.audit.engine import OK_STATUSES, Stream, failed, frames, has_frames
-from ctxlab.audit.rules import judge
-from ctxlab.audit.state import model
+from ctxlab.audit.model.state import model
+from ctxlab.audit.rules.catalogue import judge
 from tests.audit_events import CREATED, MAIN, PRIMARY, WORKER, Events
 
 NAMES = ("cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2", "cuCtxSetCurrent", "cuCtxCreate_v4", "cuCtxDestroy_v2",

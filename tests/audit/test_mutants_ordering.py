@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxlab.audit.rules import RULES_BY_ID, judge
+from ctxlab.audit.rules.catalogue import RULES_BY_ID, judge
 from tests.audit_events import PRIMARY
 from tests.ordering_events import BASE, A, B, Calls
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from ctxlab.audit.events import ASYNC_COPIES, SYNC_FREES, base_name
-from ctxlab.audit.ordering import ordering_of
-from ctxlab.audit.rules import RULES_BY_ID, judge
+from ctxlab.audit.model.ordering import ordering_of
+from ctxlab.audit.rules.catalogue import RULES_BY_ID, judge
 from tests.audit_events import MAIN
 from tests.ordering_events import BASE, A, B, Calls, launch_blob
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxlab.audit.rules import RULES_BY_ID, judge
+from ctxlab.audit.rules.catalogue import RULES_BY_ID, judge
 from tests.audit_events import WORKER
 from tests.ordering_events import BASE, A, B, Calls
 
@@ -123,7 +123,7 @@ def test_unsized_blocks_handed_out_in_address_order_are_each_tracked():
     """The narrowest form of the two above, on the model itself: after two unsized blocks are handed out in
     address order, the first is still a block of its own, ending where the second begins (the trimming loop in
     Memory.allocated never sees it: the overlap filter just before it has already removed it)."""
-    from ctxlab.audit.ordering import ordering_of
+    from ctxlab.audit.model.ordering import ordering_of
 
     c = Calls()
     torch_segment(c)

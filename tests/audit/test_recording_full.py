@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxlab.audit.rules import judge
-from ctxlab.audit.rules_recording import recording_full_event
+from ctxlab.audit.rules.catalogue import judge
+from ctxlab.audit.rules.recording import recording_full_event
 from ctxlab.audit.run import judge_run
 from ctxlab.cli import cli
 from ctxlab.cli.tracing import _full

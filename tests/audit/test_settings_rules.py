@@ -4,7 +4,7 @@ the call that then behaved differently beside it (CPU only, synthetic streams)."
 
 from ctxlab.audit import RULES_BY_ID, judge
 from ctxlab.audit.engine import Stream
-from ctxlab.audit.rules_settings import settings
+from ctxlab.audit.rules.settings import settings
 from ctxlab.tracing.fields import FIELDS, RUNTIME_FIELDS, named_args
 from tests.audit_events import MAIN, PRIMARY, WORKER, Events
 

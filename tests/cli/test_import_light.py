@@ -36,7 +36,7 @@ def test_help_loads_neither_the_audit_nor_a_lab_and_audit_help_still_lists_every
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
     from click.testing import CliRunner
 
-    from ctxlab.audit.rules import RULES
+    from ctxlab.audit.rules.catalogue import RULES
     from ctxlab.cli import cli
 
     shown = CliRunner().invoke(cli, ["audit", "--help"]).output

@@ -163,7 +163,7 @@ def test_realworld_program_gets_exactly_its_expected_findings(tmp_path, entry):
     assert not result["extra"], (result["extra"], done.stderr[-2000:])
     assert result["ending_as_expected"], doc["ending"]
     # the probe catalogue stays true: each entry occurs in the clean program that backs it
-    from ctxlab.audit.probes import PROBES
+    from ctxlab.audit.rules.probes import PROBES
 
     for probe in (p for p in PROBES if p.program == entry["program"]):
         assert any(p["library"] == probe.library and p["call"].startswith(probe.call) and p["status"] == probe.status

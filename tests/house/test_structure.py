@@ -64,13 +64,37 @@ def part_of(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
-def unallowed(graph: dict[str, set[str]], allowed: dict[str, set[str]] = ALLOWED) -> list[str]:
+# The audit inside, as the layers it is: the vocabulary and the recorded stream at the bottom, what runs in the
+# traced child and the models above them, the rules (queries on the models) above those, the report and the
+# guard, and at the top the audit's run and the pytest plugin. A part is a module of ctxlab.audit or a folder of it.
+AUDIT_LAYERS: dict[str, set[str]] = {
+    "ctxlab.audit.events": set(),  # the one vocabulary
+    "ctxlab.audit.engine": set(),  # the stream, hits, findings
+    "ctxlab.audit.child": {"ctxlab.audit.events"},
+    "ctxlab.audit.model": {"ctxlab.audit.events", "ctxlab.audit.engine"},
+    "ctxlab.audit.rules": {"ctxlab.audit.events", "ctxlab.audit.engine", "ctxlab.audit.child", "ctxlab.audit.model"},
+    "ctxlab.audit.report": {"ctxlab.audit.engine", "ctxlab.audit.rules"},
+    "ctxlab.audit.guard": {"ctxlab.audit.engine", "ctxlab.audit.rules"},
+    "ctxlab.audit.run": {"ctxlab.audit.engine", "ctxlab.audit.child", "ctxlab.audit.model", "ctxlab.audit.rules",
+                         "ctxlab.audit.report"},
+    "ctxlab.audit.pytest_plugin": {"ctxlab.audit.child", "ctxlab.audit.model", "ctxlab.audit.guard"},
+    "ctxlab.audit": set(),  # its __init__ loads its names lazily
+}
+
+
+def audit_part(module: str) -> str:
+    """The layer of the audit a module belongs to: a module of ctxlab.audit, or a folder of it."""
+    return ".".join(module.split(".")[:3])
+
+
+def unallowed(graph: dict[str, set[str]], allowed: dict[str, set[str]] = ALLOWED, part=None) -> list[str]:
     """Every import between two parts the graph does not allow, and every part it does not know."""
-    out = [f"{part} is not in the graph" for part in sorted({part_of(m) for m in graph}) if part not in allowed]
+    part_of_module = part or part_of
+    out = [f"{p} is not in the graph" for p in sorted({part_of_module(m) for m in graph}) if p not in allowed]
     for module, targets in sorted(graph.items()):
-        here = part_of(module)
+        here = part_of_module(module)
         for target in sorted(targets):
-            there = part_of(target)
+            there = part_of_module(target)
             if here != there and here in allowed and there not in allowed[here]:
                 out.append(f"{module} imports {target}: {here} may not import {there}")
     return out
@@ -188,6 +212,33 @@ def test_every_import_is_an_arrow_the_graph_allows():
 
 def test_the_graph_has_no_circle_so_it_still_reads_bottom_to_top():
     assert circles({part: set(targets) for part, targets in ALLOWED.items()}) == []
+
+
+def audit_graph(package: Path) -> dict[str, set[str]]:
+    """The imports among the audit's own modules."""
+    return {m: {t for t in targets if t.startswith("ctxlab.audit")}
+            for m, targets in import_graph(package).items() if m.startswith("ctxlab.audit")}
+
+
+def test_the_audit_is_laid_out_as_its_layers_and_imports_only_downwards():
+    graph = audit_graph(PACKAGE)
+    assert unallowed(graph, AUDIT_LAYERS, audit_part) == []
+    assert circles({part: set(targets) for part, targets in AUDIT_LAYERS.items()}) == []
+    assert {audit_part(m) for m in graph} == set(AUDIT_LAYERS)  # every layer holds something
+
+
+def test_an_audit_import_up_a_layer_is_found(tmp_path):
+    package = tmp_path / "ctxlab"
+    for folder in ("audit", "audit/model", "audit/child"):
+        (package / folder).mkdir(parents=True, exist_ok=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "audit" / "events.py").write_text("")
+    (package / "audit" / "model" / "state.py").write_text("from ctxlab.audit.events import X\n")
+    (package / "audit" / "child" / "observe.py").write_text("from ctxlab.audit.model.state import model\n")
+    found = unallowed(audit_graph(package), AUDIT_LAYERS, audit_part)
+    assert found == ["ctxlab.audit.child.observe imports ctxlab.audit.model.state: ctxlab.audit.child may not "
+                     "import ctxlab.audit.model"]
 
 
 def test_no_module_takes_a_name_from_a_package_it_lies_inside():

@@ -28,8 +28,8 @@ from ctxlab.audit.events import (
     STREAM_QUERY_PREFIXES,
     STREAM_SYNC_PREFIXES,
 )
-from ctxlab.audit.failures import kernel_of
-from ctxlab.audit.state import model
+from ctxlab.audit.model.state import model
+from ctxlab.audit.rules.failures import kernel_of
 
 STUCK_S = 2.0  # a call in progress this long when the program ended without returning counts as stuck
 NO_PROGRESS_S = 1.0  # ... or this long while no call returned on any other thread since it began

@@ -1,5 +1,5 @@
 """The audit's allocator and library hooks in the traced child: what a library's pool does without a CUDA call,
-noted for the ordering model (``ctxlab.audit.ordering``) with the user's stack.
+noted for the ordering model (``ctxlab.audit.model.ordering``) with the user's stack.
 
 - CuPy: the allocator (``cupy.cuda.set_allocator``'s, the memory pool's ``malloc`` by default) is wrapped, so
   each block handed out is noted (``POOL_ALLOC``: pointer, size, the current stream the pool files it under)
@@ -26,8 +26,8 @@ import importlib
 import threading
 from collections.abc import Callable
 
-from ctxlab.audit.import_watch import ImportWatch
-from ctxlab.audit.ordering import LIBRARY_NOT_WATCHED, LIBRARY_WAIT, POOL_ALLOC, POOL_FREE, RECORD_STREAM
+from ctxlab.audit.child.import_watch import ImportWatch
+from ctxlab.audit.events import LIBRARY_NOT_WATCHED, LIBRARY_WAIT, POOL_ALLOC, POOL_FREE, RECORD_STREAM
 from ctxlab.tracing.frames import user_stack
 
 LIBRARY_EVENT_CREATED = "LIBRARY_EVENT_CREATED"

@@ -4,12 +4,12 @@ stream order."""
 
 from __future__ import annotations
 
-from ctxlab.audit import causes
-from ctxlab.audit.causes import Cause, missing, on
 from ctxlab.audit.engine import Hit, Stream, thread_of
 from ctxlab.audit.events import DRIVER_EVENT_RECORD_PREFIXES
-from ctxlab.audit.facts import facts
-from ctxlab.audit.state import model
+from ctxlab.audit.model import causes
+from ctxlab.audit.model.causes import Cause, missing, on
+from ctxlab.audit.model.facts import facts
+from ctxlab.audit.model.state import model
 
 STREAM_USERS = ("cuLaunch", "cuMemcpy", "cuMemset", "cuStreamWaitEvent", "cuStreamSynchronize", "cuStreamQuery",
                 "cuMemAllocAsync", "cuMemFreeAsync")
@@ -111,7 +111,7 @@ def non_primary_current(s: Stream) -> list[Hit]:
 def unordered_handover(s: Stream) -> list[Hit]:
     """An array handed between libraries (DLPack, ``__cuda_array_interface__``: the audit's hand-over notes)
     while launches on another stream were not ordered before it."""
-    from ctxlab.audit.exchange import HANDOVER, pending_work
+    from ctxlab.audit.child.exchange import HANDOVER, pending_work
 
     hits = []
     for e in s.observed:

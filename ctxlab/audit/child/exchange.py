@@ -13,7 +13,7 @@ import functools
 import threading
 from collections.abc import Callable
 
-from ctxlab.audit.import_watch import ImportWatch
+from ctxlab.audit.child.import_watch import ImportWatch
 from ctxlab.tracing.frames import user_stack
 
 # module -> functions that take an array another library made

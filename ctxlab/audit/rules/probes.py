@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ctxlab.audit.state import CallState
+from ctxlab.audit.model.state import CallState
 
 
 @dataclass(frozen=True)
 class Probe:
     """A failing call a library makes on purpose, with the clean program where it was seen."""
 
-    library: str  # as ctxlab.audit.state.caller_of names it
+    library: str  # as ctxlab.audit.model.state.caller_of names it
     call: str  # the function's name (a prefix: cuCtxGetDevice covers cuCtxGetDevice_v2)
     status: str
     program: str  # examples/realworld/clean_*.py where it occurs

@@ -5,10 +5,10 @@ elsewhere, and a launch refused for its configuration. Each finding names the st
 
 from __future__ import annotations
 
-from ctxlab.audit.causes import Cause, handle_gone, missing, on
 from ctxlab.audit.engine import Hit, Stream, ok_or_pending, place_of, thread_of
-from ctxlab.audit.hooks import arguments
-from ctxlab.audit.state import CAPTURE_MODES, OUT_OF_MEMORY, model
+from ctxlab.audit.model.causes import Cause, handle_gone, missing, on
+from ctxlab.audit.model.hooks import arguments
+from ctxlab.audit.model.state import CAPTURE_MODES, OUT_OF_MEMORY, model
 from ctxlab.tracing.fields import launch_shape
 
 CAPTURE_STATUSES = ("CUDA_ERROR_STREAM_CAPTURE", "cudaErrorStreamCapture", "CUDA_ERROR_CAPTURED_EVENT",
@@ -217,7 +217,7 @@ def out_of_memory(s: Stream) -> list[Hit]:
 
 
 def _allocator(s: Stream, made: dict) -> str:
-    from ctxlab.audit.state import caller_of
+    from ctxlab.audit.model.state import caller_of
 
     outer = s.enclosing_runtime(made)
     library, _ = caller_of(outer or made, s)

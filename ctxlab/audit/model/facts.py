@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ctxlab.audit.engine import Stream, succeeded
 from ctxlab.audit.events import CONTEXT_WORK_PREFIXES
-from ctxlab.audit.hooks import GREEN_CONTEXT
+from ctxlab.audit.model.hooks import GREEN_CONTEXT
 
 CREATES = ("cuCtxCreate",)
 # Calls that use a context: kernels, copies, memsets, graphs, and the program's allocations (not queries).

@@ -50,18 +50,14 @@ import heapq
 from dataclasses import dataclass, field
 
 from ctxlab.audit import events as calls
-from ctxlab.audit.ordering_memory import Block, Clock, Memory, Timeline, Use
+from ctxlab.audit.events import LIBRARY_WAIT, POOL_ALLOC, POOL_FREE, RECORD_STREAM
+from ctxlab.audit.model.ordering_memory import Block, Clock, Memory, Timeline, Use
 
 LEGACY_HANDLES = (0, 1)  # NULL and CU_STREAM_LEGACY
 PER_THREAD = 2  # CU_STREAM_PER_THREAD / cudaStreamPerThread
 NON_BLOCKING = 1  # CU_STREAM_NON_BLOCKING / cudaStreamNonBlocking
 OK = ("CUDA_SUCCESS", "cudaSuccess")
 DEVICE_TO_HOST = 2  # cudaMemcpyDeviceToHost
-# What the audit's allocator and library hooks note (ctxlab.audit.allocators).
-POOL_ALLOC, POOL_FREE = "POOL_ALLOC", "POOL_FREE"  # a library pool's block handed out, handed back
-RECORD_STREAM = "RECORD_STREAM"  # torch's Tensor.record_stream: the block's free waits for that stream too
-LIBRARY_WAIT = "LIBRARY_EVENT_WAIT"  # a library's wait on an event it never created: no CUDA call at all
-LIBRARY_NOT_WATCHED = "LIBRARY_NOT_WATCHED"  # a hook that could not be installed: what it would note is unseen
 FREED, UNORDERED, WAIT_UNRECORDED, GRAPH_FREED, IPC_INTERIOR = (
     "freed", "unordered", "wait-unrecorded", "graph-freed", "ipc-interior")
 

@@ -13,17 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ctxlab.audit.endings import program_crashed, program_hung
 from ctxlab.audit.engine import SEVERITIES, Finding, Hit, RunInfo, Stream, finding
-from ctxlab.audit.failures import failed_call, sticky_error
-from ctxlab.audit.rules_classes import (
+from ctxlab.audit.rules.classes import (
     capture_violation,
     freed_memory_used,
     handle_destroyed,
     launch_config,
     out_of_memory,
 )
-from ctxlab.audit.rules_context import (
+from ctxlab.audit.rules.context import (
     cross_context_handle,
     destroyed_while_current,
     fork_after_init,
@@ -34,9 +32,11 @@ from ctxlab.audit.rules_context import (
     reset_with_live_allocations,
     several_runtime_copies,
 )
-from ctxlab.audit.rules_handles import handle_from_another_context, non_primary_current, unordered_handover
-from ctxlab.audit.rules_lifetimes import context_leak, stray_context, used_after_teardown
-from ctxlab.audit.rules_ordering import (
+from ctxlab.audit.rules.endings import program_crashed, program_hung
+from ctxlab.audit.rules.failures import failed_call, sticky_error
+from ctxlab.audit.rules.handles import handle_from_another_context, non_primary_current, unordered_handover
+from ctxlab.audit.rules.lifetimes import context_leak, stray_context, used_after_teardown
+from ctxlab.audit.rules.ordering import (
     freed_while_in_use,
     graph_replays_freed,
     ipc_interior_pointer,
@@ -44,8 +44,8 @@ from ctxlab.audit.rules_ordering import (
     unordered_access,
     wait_orders_nothing,
 )
-from ctxlab.audit.rules_recording import recording_full
-from ctxlab.audit.rules_settings import setting_changed_under
+from ctxlab.audit.rules.recording import recording_full
+from ctxlab.audit.rules.settings import setting_changed_under
 
 ORDERING_SEES = ("Follows streams, events, copies, memsets, frees and graphs made while tracing, with the "
                  "blocks CuPy's and PyTorch's pools hand out (the audit's allocator hooks); a kernel's memory is "
@@ -350,7 +350,7 @@ RULES: tuple[Rule, ...] = (
          "in progress) and who made the call.",
          NO_CLAIM, failed_call,
          "A library's failing call that it handles itself is told apart only by evidence: a successful call "
-         "around it, or the probe catalogue (ctxlab.audit.probes), each entry backed by a clean program."),
+         "around it, or the probe catalogue (ctxlab.audit.rules.probes), each entry backed by a clean program."),
 )
 
 RULES_BY_ID = {rule.id: rule for rule in RULES}
@@ -366,7 +366,7 @@ def judge_stream(stream: Stream, rules=None) -> list[Finding]:
     """The rules, in their tuple's order, over one stream: each rule's findings mark the calls they account for
     (``Stream.explained``), which the later rules read (``failed-call``, last, reports what no rule explained);
     then a finding of a rule superseded by another's on the same thread is dropped."""
-    from ctxlab.audit.state import model
+    from ctxlab.audit.model.state import model
 
     hits: list[tuple[Rule, Hit]] = []
     failures = model(stream)

@@ -1,5 +1,5 @@
 """Why a finding holds: the event in the program's history that made it so, read from the state model
-(``ctxlab.audit.state``), with one sentence saying what that event did, built from observed values.
+(``ctxlab.audit.model.state``), with one sentence saying what that event did, built from observed values.
 
 Each helper returns a ``Cause``: the causing event (``None`` where the record holds none) and either what it did
 or why the record holds no cause. The rules hand it to their ``Hit`` (``Cause.hit_fields``); nothing here
@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from ctxlab.audit.engine import NO_CAUSE, Stream, thread_of
-from ctxlab.audit.state import CallState, Change, Handle, Model
+from ctxlab.audit.model.state import CallState, Change, Handle, Model
 
 AWAIT = re.compile(r"(^|[^\w.])(await|async\s+with|async\s+for)\b")
 

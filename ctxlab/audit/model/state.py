@@ -14,11 +14,11 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from ctxlab.audit.call_roles import roles as roles_of
 from ctxlab.audit.engine import ANSWERS as ANSWERS  # the one definition of an answer, re-exported
 from ctxlab.audit.engine import Stream, end_of, failed, ok_or_pending
-from ctxlab.audit.facts import Facts, facts
-from ctxlab.audit.hooks import allocation_size
+from ctxlab.audit.model.call_roles import roles as roles_of
+from ctxlab.audit.model.facts import Facts, facts
+from ctxlab.audit.model.hooks import allocation_size
 
 # Errors that poison a context: every later call into it returns the same error (the Driver API's list of
 # "the context cannot be used anymore, and must be destroyed" statuses, and the runtime's names for them).

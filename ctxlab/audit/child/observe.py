@@ -13,11 +13,10 @@ import signal
 import sys
 import threading
 
-from ctxlab.audit.allocators import AllocatorHooks
-from ctxlab.audit.events import ORDERING_CALLBACKS
-from ctxlab.audit.exchange import ExchangeHook
-from ctxlab.audit.forks import ForkWatch, read_log
-from ctxlab.audit.rules_settings import SETTINGS_CALLBACKS
+from ctxlab.audit.child.allocators import AllocatorHooks
+from ctxlab.audit.child.exchange import ExchangeHook
+from ctxlab.audit.child.forks import ForkWatch, read_log
+from ctxlab.audit.events import ORDERING_CALLBACKS, SETTINGS_CALLBACKS
 from ctxlab.tracing.frames import traceback_stack, user_stack
 from ctxlab.tracing.program import trace_program
 from ctxlab.tracing.recorder import FlightSink

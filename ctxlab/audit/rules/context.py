@@ -5,13 +5,13 @@ two threads. Messages are built from the values observed (calls, statuses, threa
 
 from __future__ import annotations
 
-from ctxlab.audit import causes
-from ctxlab.audit.causes import Cause, missing, on
 from ctxlab.audit.engine import NOT_CALLS, Hit, Stream, call_text, end_of, failed, ok_or_pending, thread_of
 from ctxlab.audit.events import ALLOCATION_PREFIXES
-from ctxlab.audit.facts import green_contexts, primary_handles
-from ctxlab.audit.hooks import FOREIGN_POINTER
-from ctxlab.audit.state import model
+from ctxlab.audit.model import causes
+from ctxlab.audit.model.causes import Cause, missing, on
+from ctxlab.audit.model.facts import green_contexts, primary_handles
+from ctxlab.audit.model.hooks import FOREIGN_POINTER
+from ctxlab.audit.model.state import model
 
 INVALID_CONTEXT = "CUDA_ERROR_INVALID_CONTEXT"
 DESTROYED = ("CUDA_ERROR_CONTEXT_IS_DESTROYED", "cudaErrorContextIsDestroyed")

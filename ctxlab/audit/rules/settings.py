@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ctxlab.audit.causes import Cause, on
 from ctxlab.audit.engine import Hit, Stream, failed, ok_or_pending, succeeded, thread_of
 from ctxlab.audit.events import CONTEXT_SYNC_PREFIXES, EVENT_SYNC_PREFIXES, LAUNCH_PREFIXES, STREAM_SYNC_PREFIXES
-from ctxlab.audit.state import caller_of
+from ctxlab.audit.model.causes import Cause, on
+from ctxlab.audit.model.state import caller_of
 
 LIMITS = {0: "stack size", 1: "printf FIFO size", 2: "malloc heap size", 3: "device runtime sync depth",
           4: "device runtime pending launch count", 5: "max L2 fetch granularity", 6: "persisting L2 cache size",
@@ -37,11 +37,6 @@ SETTERS = {"cuCtxSetLimit": ("limit", "value"), "cudaDeviceSetLimit": ("limit", 
            "cudaDeviceSetCacheConfig": ("cache configuration", "config"),
            "cuCtxSetSharedMemConfig": ("shared memory configuration", "config"),
            "cuMemPoolSetAttribute": ("pool attribute", "value"), "cudaMemPoolSetAttribute": ("pool attribute", "value")}
-# The functions whose calls need a stack for these findings' lines (the audit's extra callbacks should hold them).
-SETTINGS_CALLBACKS = ("cuCtxSetLimit", "cudaDeviceSetLimit", "cudaSetDeviceFlags", "cuDevicePrimaryCtxSetFlags",
-                      "cuDevicePrimaryCtxSetFlags_v2", "cuCtxSetFlags", "cuCtxSetCacheConfig",
-                      "cudaDeviceSetCacheConfig", "cuCtxSetSharedMemConfig", "cuMemPoolSetAttribute",
-                      "cudaMemPoolSetAttribute")
 POOL_USERS = ("cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocFromPoolAsync", "cudaMallocAsync", "cudaFreeAsync",
               "cudaMallocFromPoolAsync")
 # what depends on each kind: the calls whose behaviour the setting changes

@@ -1,4 +1,4 @@
-"""Predicates over the state model (``ctxlab.audit.state``) for failing calls: a sticky error traced to the
+"""Predicates over the state model (``ctxlab.audit.model.state``) for failing calls: a sticky error traced to the
 launches that could have caused it, with every later failing call folded into it (its blast radius); and
 every other failing call the rules before it did not explain, each with the state that explains it.
 
@@ -6,12 +6,12 @@ Messages are built from the values observed (calls, statuses, threads, handles).
 
 from __future__ import annotations
 
-from ctxlab.audit import causes
-from ctxlab.audit.causes import Cause, missing
 from ctxlab.audit.engine import Hit, Stream, call_text, place_of, thread_of
-from ctxlab.audit.probes import is_probe
-from ctxlab.audit.rules_settings import settings_cause
-from ctxlab.audit.state import STICKY, model
+from ctxlab.audit.model import causes
+from ctxlab.audit.model.causes import Cause, missing
+from ctxlab.audit.model.state import STICKY, model
+from ctxlab.audit.rules.probes import is_probe
+from ctxlab.audit.rules.settings import settings_cause
 
 ORIGIN_SHOWN = 4
 FOLDED_SHOWN = 6
@@ -126,7 +126,7 @@ def failed_call(s: Stream) -> list[Hit]:
 def probes(s: Stream) -> list[dict]:
     """The failing calls libraries made on purpose and handled, grouped: (library, call, status, count, why)."""
     m = model(s)
-    from ctxlab.audit.probes import probe_of
+    from ctxlab.audit.rules.probes import probe_of
 
     out: dict[tuple, dict] = {}
     for e in s.calls:

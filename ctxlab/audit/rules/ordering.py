@@ -1,4 +1,4 @@
-"""The ordering rules: the hazards the happens-before model (``ctxlab.audit.ordering``) finds, as findings whose
+"""The ordering rules: the hazards the happens-before model (``ctxlab.audit.model.ordering``) finds, as findings whose
 because is the operation that should have been ordered before the one found.
 
 - ``freed-while-in-use``: memory freed (``cuMemFreeAsync``, or a library pool's block handed back) while an
@@ -19,11 +19,11 @@ Every message is built from the calls and values recorded: the two operations, t
 from __future__ import annotations
 
 from ctxlab.audit.engine import Hit, Stream, thread_of
-from ctxlab.audit.ordering import (
+from ctxlab.audit.events import LIBRARY_NOT_WATCHED
+from ctxlab.audit.model.ordering import (
     FREED,
     GRAPH_FREED,
     IPC_INTERIOR,
-    LIBRARY_NOT_WATCHED,
     UNORDERED,
     WAIT_UNRECORDED,
     Hazard,

@@ -1,8 +1,8 @@
-"""The ordering model's memory (``ctxlab.audit.ordering``): the live blocks and who used them, on which timeline.
+"""The ordering model's memory (``ctxlab.audit.model.ordering``): the live blocks and who used them, on which timeline.
 
 A block is a driver allocation (``cuMemAlloc*``, ``cudaMalloc``, a stream-ordered allocation), or a block a
 library pool handed out inside one (CuPy's and PyTorch's, noted by the audit's allocator hooks,
-``ctxlab.audit.allocators``). A pool block whose size the pool did not say (PyTorch's trace gives only the
+``ctxlab.audit.child.allocators``). A pool block whose size the pool did not say (PyTorch's trace gives only the
 pointer) reaches the next block handed out in the same allocation, or the allocation's end.
 
 Which blocks an operation touches: a copy its destination (written) and source (read), a memset its
@@ -21,7 +21,7 @@ import bisect
 import struct
 from dataclasses import dataclass, field
 
-from ctxlab.audit.hooks import MIN_ADDRESS, arguments
+from ctxlab.audit.model.hooks import MIN_ADDRESS, arguments
 
 Timeline = tuple
 Clock = dict

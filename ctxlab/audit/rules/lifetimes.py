@@ -1,12 +1,12 @@
 """Predicates of the rules about a context's life: made where nothing uses it, never let go, used after it
-was destroyed. Each reads the facts of the stream (``ctxlab.audit.facts``); messages name what was seen."""
+was destroyed. Each reads the facts of the stream (``ctxlab.audit.model.facts``); messages name what was seen."""
 
 from __future__ import annotations
 
-from ctxlab.audit.causes import Cause, missing, on
 from ctxlab.audit.engine import Hit, Stream, succeeded, thread_of
-from ctxlab.audit.facts import facts
-from ctxlab.audit.state import model
+from ctxlab.audit.model.causes import Cause, missing, on
+from ctxlab.audit.model.facts import facts
+from ctxlab.audit.model.state import model
 
 
 def _caller(s: Stream, e: dict) -> str:
