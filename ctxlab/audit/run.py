@@ -17,7 +17,7 @@ from ctxlab.audit.child.forks import read_log
 from ctxlab.audit.child.observe import FORKS
 from ctxlab.audit.engine import Finding, RunInfo, Stream, end_of
 from ctxlab.audit.model.hooks import AuditHooks
-from ctxlab.audit.model.state import model
+from ctxlab.audit.model.one_pass import model
 from ctxlab.audit.rules.catalogue import judge_stream
 from ctxlab.audit.rules.failures import kernel_of, probes
 from ctxlab.audit.rules.recording import recording_full_event

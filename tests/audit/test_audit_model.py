@@ -10,7 +10,7 @@ import struct
 import pytest
 
 from ctxlab.audit.engine import RunInfo, Stream
-from ctxlab.audit.model.state import model
+from ctxlab.audit.model.one_pass import model
 from ctxlab.audit.rules.catalogue import RULES_BY_ID, judge, judge_stream
 from ctxlab.tracing.flight import OpenCall
 from ctxlab.tracing.stacks_dump import StacksDump, ThreadStack

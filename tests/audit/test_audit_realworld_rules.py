@@ -323,8 +323,8 @@ def test_a_loop_of_one_failing_call_is_one_finding_that_counts_them():
 
 
 def test_probes_are_told_apart_by_evidence_not_by_a_list_of_codes(monkeypatch):
-    from ctxlab.audit.rules import probes as catalogue
     from ctxlab.audit.engine import Stream
+    from ctxlab.audit.rules import probes as catalogue
     from ctxlab.audit.rules.failures import probes
     from ctxlab.audit.run import judge_stream
 

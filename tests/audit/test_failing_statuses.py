@@ -7,7 +7,8 @@ import pytest
 
 from ctxlab.audit import judge
 from ctxlab.audit.engine import ANSWERS, Stream, answered, failed
-from ctxlab.audit.model.state import failing, model
+from ctxlab.audit.model.one_pass import model
+from ctxlab.audit.model.state import failing
 from ctxlab.audit.rules.failures import probes
 from ctxlab.audit.rules.probes import SETTINGS, is_probe
 from tests.audit_events import PRIMARY, Events

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxlab.audit.engine import OK_STATUSES, Stream, failed, frames, has_frames
-from ctxlab.audit.model.state import model
+from ctxlab.audit.model.one_pass import model
 from ctxlab.audit.rules.catalogue import judge
 from tests.audit_events import CREATED, MAIN, PRIMARY, WORKER, Events
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ctxlab.audit.engine import ANSWERS as ANSWERS  # the one definition of an answer, re-exported
 from ctxlab.audit.engine import Stream, end_of, failed, ok_or_pending
 from ctxlab.audit.model.call_roles import roles as roles_of
-from ctxlab.audit.model.facts import Facts, facts
+from ctxlab.audit.model.facts import Facts
 from ctxlab.audit.model.hooks import allocation_size
 
 # Errors that poison a context: every later call into it returns the same error (the Driver API's list of
@@ -261,30 +261,10 @@ class Model:
         return out[::-1][:limit]
 
 
-def model(s: Stream) -> Model:
-    """The model of this stream (built once, kept on it)."""
-    known = getattr(s, "_model", None)
-    if known is not None:
-        return known
-    f = facts(s)
-    m = Model(facts=f)
-    runtime_device: dict = {}
-    for e in s.events:
-        if e.get("domain") == "resource":
-            continue
-        if e.get("domain") == "audit":
-            continue
-        _replay(m, s, e, runtime_device)
-    _group(m, s)
-    _retried(m, s)
-    s._model = m  # type: ignore[attr-defined]
-    return m
-
-
 OUT_OF_MEMORY = ("CUDA_ERROR_OUT_OF_MEMORY", "cudaErrorMemoryAllocation")
 
 
-def _retried(m: Model, s: Stream) -> None:
+def retried(m: Model, s: Stream) -> None:
     """An allocation that ran out of memory and that the library made again, of the same size from the same
     line, successfully (PyTorch's and CuPy's pools free their cache and retry): the library handled it."""
     for e in s.calls:
@@ -301,7 +281,7 @@ def _retried(m: Model, s: Stream) -> None:
                 break
 
 
-def _group(m: Model, s: Stream) -> None:
+def group(m: Model, s: Stream) -> None:
     """One failure, one group: a driver call that failed beneath a runtime call that failed too is the runtime
     call's failure; cudaGetLastError handing back an error is the failure that made it (the thread's last)."""
     last_runtime: dict = {}  # tid -> the thread's last failing runtime call that is not an echo
@@ -336,7 +316,8 @@ def _kind(f: Facts, ctx: int) -> str:
     return "unknown"
 
 
-def _replay(m: Model, s: Stream, e: dict, runtime_device: dict) -> None:
+def replay(m: Model, s: Stream, e: dict, runtime_device: dict) -> None:
+    """One call (not a resource event or a note) taken into the model, in time order."""
     name = e.get("name", "")
     roles = roles_of(name)
     if failing(e):

@@ -366,7 +366,7 @@ def judge_stream(stream: Stream, rules=None) -> list[Finding]:
     """The rules, in their tuple's order, over one stream: each rule's findings mark the calls they account for
     (``Stream.explained``), which the later rules read (``failed-call``, last, reports what no rule explained);
     then a finding of a rule superseded by another's on the same thread is dropped."""
-    from ctxlab.audit.model.state import model
+    from ctxlab.audit.model.one_pass import model
 
     hits: list[tuple[Rule, Hit]] = []
     failures = model(stream)

@@ -8,7 +8,8 @@ from __future__ import annotations
 from ctxlab.audit.engine import Hit, Stream, ok_or_pending, place_of, thread_of
 from ctxlab.audit.model.causes import Cause, handle_gone, missing, on
 from ctxlab.audit.model.hooks import arguments
-from ctxlab.audit.model.state import CAPTURE_MODES, OUT_OF_MEMORY, model
+from ctxlab.audit.model.one_pass import model
+from ctxlab.audit.model.state import CAPTURE_MODES, OUT_OF_MEMORY
 from ctxlab.tracing.fields import launch_shape
 
 CAPTURE_STATUSES = ("CUDA_ERROR_STREAM_CAPTURE", "cudaErrorStreamCapture", "CUDA_ERROR_CAPTURED_EVENT",

@@ -11,7 +11,7 @@ from ctxlab.audit.model import causes
 from ctxlab.audit.model.causes import Cause, missing, on
 from ctxlab.audit.model.facts import green_contexts, primary_handles
 from ctxlab.audit.model.hooks import FOREIGN_POINTER
-from ctxlab.audit.model.state import model
+from ctxlab.audit.model.one_pass import model
 
 INVALID_CONTEXT = "CUDA_ERROR_INVALID_CONTEXT"
 DESTROYED = ("CUDA_ERROR_CONTEXT_IS_DESTROYED", "cudaErrorContextIsDestroyed")

@@ -28,7 +28,7 @@ from ctxlab.audit.events import (
     STREAM_QUERY_PREFIXES,
     STREAM_SYNC_PREFIXES,
 )
-from ctxlab.audit.model.state import model
+from ctxlab.audit.model.one_pass import model
 from ctxlab.audit.rules.failures import kernel_of
 
 STUCK_S = 2.0  # a call in progress this long when the program ended without returning counts as stuck

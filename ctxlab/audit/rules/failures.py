@@ -9,7 +9,8 @@ from __future__ import annotations
 from ctxlab.audit.engine import Hit, Stream, call_text, place_of, thread_of
 from ctxlab.audit.model import causes
 from ctxlab.audit.model.causes import Cause, missing
-from ctxlab.audit.model.state import STICKY, model
+from ctxlab.audit.model.one_pass import model
+from ctxlab.audit.model.state import STICKY
 from ctxlab.audit.rules.probes import is_probe
 from ctxlab.audit.rules.settings import settings_cause
 

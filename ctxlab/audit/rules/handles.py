@@ -9,7 +9,7 @@ from ctxlab.audit.events import DRIVER_EVENT_RECORD_PREFIXES
 from ctxlab.audit.model import causes
 from ctxlab.audit.model.causes import Cause, missing, on
 from ctxlab.audit.model.facts import facts
-from ctxlab.audit.model.state import model
+from ctxlab.audit.model.one_pass import model
 
 STREAM_USERS = ("cuLaunch", "cuMemcpy", "cuMemset", "cuStreamWaitEvent", "cuStreamSynchronize", "cuStreamQuery",
                 "cuMemAllocAsync", "cuMemFreeAsync")

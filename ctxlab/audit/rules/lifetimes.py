@@ -6,7 +6,7 @@ from __future__ import annotations
 from ctxlab.audit.engine import Hit, Stream, succeeded, thread_of
 from ctxlab.audit.model.causes import Cause, missing, on
 from ctxlab.audit.model.facts import facts
-from ctxlab.audit.model.state import model
+from ctxlab.audit.model.one_pass import model
 
 
 def _caller(s: Stream, e: dict) -> str:

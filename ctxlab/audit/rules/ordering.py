@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ctxlab.audit.engine import Hit, Stream, thread_of
 from ctxlab.audit.events import LIBRARY_NOT_WATCHED
+from ctxlab.audit.model.one_pass import ordering
 from ctxlab.audit.model.ordering import (
     FREED,
     GRAPH_FREED,
@@ -27,19 +28,8 @@ from ctxlab.audit.model.ordering import (
     UNORDERED,
     WAIT_UNRECORDED,
     Hazard,
-    Ordering,
     describe,
-    ordering_of,
 )
-
-
-def ordering(s: Stream) -> Ordering:
-    """The ordering model of this stream (built once, kept on it)."""
-    known = getattr(s, "_ordering", None)
-    if known is None:
-        known = ordering_of(s.events)
-        s._ordering = known  # type: ignore[attr-defined]
-    return known
 
 
 def op(e: dict) -> str:

@@ -1,0 +1,62 @@
+"""The one pass: each recorded event of a stream taken once, in time order, by both models together: the state
+model's replay (``state.replay``: contexts, handles, allocations, failing calls) and the ordering model
+(``ordering.Ordering.feed``: what happens before what). ``models(s)`` builds them for a stream, once, and keeps
+them on it; ``model(s)`` and ``ordering(s)`` are the rules' ways in.
+
+The facts the replay classifies contexts by (primary, green, created) are read first, from the stream's indices
+(``facts.facts``); the failures' grouping and the retried allocations are settled after the pass, over the
+failing calls alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ctxlab.audit.engine import NOT_CALLS, Stream
+from ctxlab.audit.model.facts import facts
+from ctxlab.audit.model.ordering import Ordering
+from ctxlab.audit.model.state import Model, group, replay, retried
+
+
+@dataclass
+class Models:
+    """The state model and the ordering model of one stream, fed together."""
+
+    stream: Stream
+    state: Model
+    order: Ordering = field(default_factory=Ordering)
+    _runtime_device: dict = field(default_factory=dict)  # tid -> the device cudaSetDevice last chose there
+
+    def feed(self, events: Iterable[dict]) -> None:
+        """Events of the stream, in its (time) order: each taken once by both models."""
+        for e in events:
+            self.order.feed(e)
+            if e.get("domain") not in NOT_CALLS:
+                replay(self.state, self.stream, e, self._runtime_device)
+
+    def finish(self) -> None:
+        """After the last event: the failing calls grouped into failures, the retried allocations marked."""
+        group(self.state, self.stream)
+        retried(self.state, self.stream)
+
+
+def models(s: Stream) -> Models:
+    """Both models of this stream (built in one pass, once, kept on it)."""
+    known = getattr(s, "_models", None)
+    if known is None:
+        known = Models(s, Model(facts=facts(s)))
+        known.feed(s.events)
+        known.finish()
+        s._models = known  # type: ignore[attr-defined]
+    return known
+
+
+def model(s: Stream) -> Model:
+    """The state model of this stream."""
+    return models(s).state
+
+
+def ordering(s: Stream) -> Ordering:
+    """The ordering model of this stream."""
+    return models(s).order
