@@ -24,6 +24,7 @@ from ctxlab.labs import LABS, UnknownLab, get_lab
 from ctxlab.levels import FULL
 from ctxlab.records.evidence import normalize, normalize_undefined, version_changes
 from ctxlab.records.model import LabResult
+from ctxlab.records.promise import Declared
 
 
 def _error_result(name: str, device: int, exc: BaseException, seconds: float) -> LabResult:
@@ -75,6 +76,23 @@ def check_options(lab: Lab, device: int, *, timeout: float | None = None, isolat
     place they are built, for ``ctxlab.check`` and ``run_check`` alike)."""
     return lab.make_options(device=device, scenario_timeout=timeout, isolation=isolation, level=level,
                             **deciding_options(lab), **({"repeats": repeats} if repeats is not None else {}))
+
+
+def declared(names: list[str] | None, devices: list[int], level: int = FULL,
+             registry: dict[str, str] | None = None) -> dict[tuple[str, object], Declared]:
+    """What the catalogue declares of each lab ``check`` selected (``names``, None: every lab) on each GPU at
+    ``level``: what its run must judge, less skips its record bears out (``ctxlab.records.promise``). A lab not
+    selected promises nothing; one whose own code cannot be loaded declares nothing here (its run holds that
+    error)."""
+    out: dict[tuple[str, object], Declared] = {}
+    for name in names or list(registry or LABS):
+        try:
+            lab = get_lab(name, registry or LABS)
+        except Exception:  # reported as that lab's error run
+            continue
+        ids = tuple(c.id for c in lab.claims if c.lowest_level <= level)
+        out.update({(name, device): Declared(ids, lab.gpus) for device in devices})
+    return out
 
 
 def run_check(names: list[str] | None, devices: list[int], timeout: float | None = None, jobs: int | None = None,

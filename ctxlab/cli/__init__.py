@@ -255,7 +255,8 @@ def parse_devices(text: str) -> list[int]:
 def check(devices, only, timeout, jobs, repeats, level, isolation, fmt, output, steps, full, json_path, junit_path,
           markdown_path, baseline, fail_on_drift, profile, max_size, openmetrics_path=None):
     """Run every lab, isolated, and report for CI: exit 1 when a documented claim fails or a lab errors,
-    or when no claim at all was judged (every one skipped or left unjudged: an empty run is not healthy).
+    or when fewer claims were judged than the level promises on this machine (none at all, or a promised
+    one missing, left unjudged, or skipped for a reason the run's own record does not bear out).
 
     \b
       ctxlab check
@@ -266,9 +267,9 @@ def check(devices, only, timeout, jobs, repeats, level, isolation, fmt, output, 
 
     One line per lab as it ends, then the table (or --format to --output).
     --json, --junit and --markdown write further reports; all are written, or
-    none. Exit status: 0 when no claim fails and every lab ran, 1 otherwise (or
-    on drift with --fail-on-drift), 2 for usage or environment problems such as
-    no GPU.
+    none. Exit status: 0 when no claim fails, every lab ran and the run judged
+    what its level promises here, 1 otherwise (or on drift with
+    --fail-on-drift), 2 for usage or environment problems such as no GPU.
 
     Every child pays for its own contexts, and the driver makes contexts one
     process at a time: that bounds check's time. So scenarios that need no
@@ -283,10 +284,10 @@ def check(devices, only, timeout, jobs, repeats, level, isolation, fmt, output, 
     from ctxlab.labs import UnknownLab
     from ctxlab.output import check_outputs, write_outputs
     from ctxlab.records.files import load_runs
-    from ctxlab.records.model import nothing_judged
+    from ctxlab.records.promise import unkept
     from ctxlab.report.escape import one_line
     from ctxlab.report.summary import drift_line
-    from ctxlab.suite import changes, profile_lines, progress_line, select_labs
+    from ctxlab.suite import changes, declared, profile_lines, progress_line, select_labs
 
     try:
         names = select_labs(only)
@@ -315,13 +316,14 @@ def check(devices, only, timeout, jobs, repeats, level, isolation, fmt, output, 
     if profile:
         for line in profile_lines(schedule):
             say(line)
-    write_outputs(check_reports(runs, drifted, reports, steps, full))
+    promised = declared(names, chosen, level)  # only the labs selected promise, each on every GPU given
+    write_outputs(check_reports(runs, drifted, reports, steps, full, promised))
     for d in drifted or ():
         say(one_line(f"drift: {drift_line(d)}"))
-    empty = nothing_judged(runs)
-    if empty is not None:  # an empty run is not a healthy one: the fleet must not read it so
-        say(one_line(f"check: {empty}"))
-    if any(run.failed for run in runs) or (fail_on_drift and drifted) or empty is not None:
+    short = unkept(runs, promised)  # an empty or short run is not a healthy one: the fleet must not read it so
+    if short is not None:
+        say(one_line(f"check: {short}"))
+    if any(run.failed for run in runs) or (fail_on_drift and drifted) or short is not None:
         raise SystemExit(EXIT_FAILS)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import click
@@ -64,13 +64,13 @@ def record_reports(options: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def check_reports(runs: list, drifted: list[dict] | None, reports: list[tuple[str, str]], steps: bool = False,
-                  full: bool = False) -> list[tuple[str, Any]]:
+                  full: bool = False, declared: Mapping | None = None) -> list[tuple[str, Any]]:
     """(path, text) for each report check writes, each format from the one registry (the same bytes show
     writes for the same runs): json every run, summary the CI step summary with the drift, openmetrics the
-    textfile collector's metrics."""
+    textfile collector's metrics, held to what the catalogue ``declared`` of the labs selected."""
     from ctxlab.cli.report import render_for
 
-    return [(path, render_for(runs, fmt, path, steps, full, drifted)) for fmt, path in reports]
+    return [(path, render_for(runs, fmt, path, steps, full, drifted, declared)) for fmt, path in reports]
 
 
 def write_environment_record(exc: BaseException, options: dict[str, Any], started: str,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -42,12 +42,13 @@ def write_report(text: Text, output: str | None, what: str) -> None:
 
 
 def render_for(runs: Sequence[Any], fmt: str, output: str | None, steps: bool = False, full: bool = False,
-               drifted: list[dict] | None = None) -> Text:
+               drifted: list[dict] | None = None, declared: Mapping | None = None) -> Text:
     """The runs in ``fmt`` from the one registry (``ctxlab.report.formats``): the table fitted to the screen
     ``output`` lands on; the formats that stream as they are written (a large report is never held whole)."""
     from ctxlab.report.formats import View, write
 
-    return write(list(runs), fmt, View(screen=screen_of(output), steps=steps, full=full, drifted=drifted))
+    return write(list(runs), fmt, View(screen=screen_of(output), steps=steps, full=full, drifted=drifted,
+                                       declared=declared))
 
 
 def emit(runs: Sequence[Any], fmt: str, output: str | None, steps: bool = False, full: bool = False) -> None:

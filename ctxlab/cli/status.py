@@ -24,7 +24,8 @@ def status(result, max_age, limit, max_size):
       ctxlab status big-check.json --max-size 1G
 
     Exit 0 when every claim holds (or is what was observed), 1 on a problem
-    (a claim fails or errs, a scenario broke, or the node could not run at
+    (a claim fails or errs, a scenario broke, fewer claims were judged than
+    the run's level promises on the node, or the node could not run at
     all), 2 when it is unknown (the file is missing, unreadable, not a
     result, or older than --max-age). The line is plain text without quotes:
     what Kubernetes' Node Problem Detector shows as the condition's message

@@ -20,6 +20,8 @@ sentence). ``contradiction`` checks it against the run's environment record and 
 one-GPU lab cannot skip for want of two GPUs, a run whose environment records the GPUs a lab needs cannot skip
 for want of them, a library whose version the environment records cannot be "not installed", and an installed
 one must name its import error. ``confirmed`` makes such a claim ``error``: the experiment or its judge broke.
+``borne_out`` is the stricter question a check's promise asks (``ctxlab.records.promise``): does the record show
+the lack?
 Older recordings hold the sentence alone (a string): their claims carry no structure and read as before.
 """
 
@@ -173,6 +175,25 @@ def contradiction(skip: Mapping[str, Any], environment: Mapping[str, Any], lab_g
         if found != run_level or required is None or required <= run_level:
             return f"the run was made at level {run_level}, which judges a claim of level {required}"
     return None
+
+
+def borne_out(skip: Mapping[str, Any], environment: Mapping[str, Any], lab_gpus: int = 1) -> bool:
+    """Whether the run's own environment record shows that the machine lacks what ``skip`` says it lacks, so that
+    no check level promises the claim there (``ctxlab.records.promise``): fewer GPUs than the lab needs by the GPU
+    count it records, or a library it records as not installed, or as installed, whose import error the skip names.
+    Every other reason (a feature unsupported here, a precondition, an untraced run, GPUs without peer access) is
+    the run's word alone, which the record cannot bear out; so is a figure the record lacks."""
+    if contradiction(skip, environment, lab_gpus) is not None:
+        return False
+    if skip.get("kind") == "hardware":
+        recorded = _count(environment.get("gpu_count"))
+        return skip.get("resource") == "gpus" and recorded is not None and recorded < lab_gpus
+    if skip.get("kind") != "library" or not str(skip.get("error") or "").strip():
+        return False
+    versions = recorded_versions(environment, [str(d) for d in skip.get("distributions") or (skip.get("library"),)])
+    if skip.get("installed") is False:
+        return bool(versions) and not any(versions.values())
+    return any(versions.values())
 
 
 def confirmed(claims: Iterable[ClaimResult], environment: Mapping[str, Any], lab_gpus: int = 1,

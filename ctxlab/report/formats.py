@@ -10,12 +10,13 @@ function that yields it in chunks (``ctxlab.output.Text``: a large report is nev
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ctxlab.records.model import LabResult
+    from ctxlab.records.promise import Declared
     from ctxlab.report.screen import Screen
 
 Chunks = Callable[[], Iterator[str]]
@@ -25,12 +26,14 @@ Written = str | Chunks
 @dataclass(frozen=True)
 class View:
     """What a writer may be asked beside the runs: the screen the table fits (None: plain, 80 columns), the step
-    tables and timeline, every sentence whole, and the drift against a baseline (the CI summary's)."""
+    tables and timeline, every sentence whole, the drift against a baseline (the CI summary's), and what the
+    catalogue declares of the labs a check selected (the metrics' promise: ``ctxlab.records.promise``)."""
 
     screen: Screen | None = None
     steps: bool = False
     full: bool = False
     drifted: list[dict] | None = None
+    declared: Mapping[tuple[str, object], Declared] | None = None
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ def _summary(runs: list[LabResult], view: View) -> str:
 def _openmetrics(runs: list[LabResult], view: View) -> str:
     from ctxlab.report.openmetrics import render_openmetrics
 
-    return render_openmetrics(runs)
+    return render_openmetrics(runs, view.declared)
 
 
 REGISTRY: dict[str, Format] = {f.name: f for f in (

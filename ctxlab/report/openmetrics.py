@@ -13,7 +13,8 @@ Families (``docs/fleet.md`` has the queries):
 - ``ctxlab_environment_error{reason}``: one sample per reason, 1 for the node's;
 - ``ctxlab_environment_info{device, gpu, gpu_uuid, compute_capability, driver, runtime, runtime_cuda_bindings,
   cupy, cuda_bindings, python, ctxlab_version}``: 1 per device;
-- ``ctxlab_failed`` (an empty run, where no claim was judged, counts), ``ctxlab_claims_judged``,
+- ``ctxlab_failed`` (an empty or short run, which judged fewer claims than its level promises, counts),
+  ``ctxlab_claims_judged``, ``ctxlab_claims_promised`` (``ctxlab.records.promise``),
   ``ctxlab_run_timestamp_seconds``, ``ctxlab_run_duration_seconds``;
 - per lab and device: ``ctxlab_lab_duration_seconds``, ``ctxlab_lab_claims{verdict}``, ``ctxlab_lab_errors``,
   ``ctxlab_lab_flags``, ``ctxlab_lab_failed``;
@@ -24,10 +25,11 @@ Families (``docs/fleet.md`` has the queries):
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ctxlab.records.environment_error import REASONS, is_environment_error
-from ctxlab.records.model import LabResult, nothing_judged
+from ctxlab.records.model import LabResult
+from ctxlab.records.promise import Declared, promise_of, unkept
 from ctxlab.records.schema import NOT_JUDGED, VERDICTS
 from ctxlab.report.escape import shown
 
@@ -38,8 +40,10 @@ HELP = {
     "ctxlab_environment_error": "Why the node could not run (1 for its reason, 0 for the others).",
     "ctxlab_environment_info": "The environment each device ran in (always 1; the labels carry it).",
     "ctxlab_failed": "1 when a documented claim fails, a claim errs, a scenario broke, the node could not run, or "
-                     "no claim at all was judged (every one skipped or unjudged).",
+                     "fewer claims were judged than the level promises here (none at all, or a promised one not).",
     "ctxlab_claims_judged": "How many claims the run judged (not skipped, not left unjudged by its level).",
+    "ctxlab_claims_promised": "How many claims the run's level promises on this node (those at or below it, less "
+                              "skips its environment record bears out).",
     "ctxlab_run_timestamp_seconds": "When the run started (Unix time).",
     "ctxlab_run_duration_seconds": "From the first lab's start to the last lab's end.",
     "ctxlab_lab_duration_seconds": "How long each lab took on each device.",
@@ -124,8 +128,9 @@ def _environment_labels(run: LabResult) -> dict[str, object]:
             "python": env.get("python") or "none", "ctxlab_version": env.get("ctxlab") or "not recorded"}
 
 
-def render_openmetrics(runs: list[LabResult]) -> str:
-    """The runs (a check's, or any recorded result) as OpenMetrics text ending in ``# EOF``."""
+def render_openmetrics(runs: list[LabResult], declared: Mapping[tuple[str, object], Declared] | None = None) -> str:
+    """The runs (a check's, or any recorded result) as OpenMetrics text ending in ``# EOF``; their promise held
+    to what the catalogue ``declared`` of the labs a check selected (None: what each run recorded)."""
     families = {name: _Family(name) for name in HELP}
     unable = [run for run in runs if is_environment_error(run)]
     ran = [run for run in runs if not is_environment_error(run)]
@@ -139,9 +144,10 @@ def render_openmetrics(runs: list[LabResult]) -> str:
         if label_value(labels["device"]) not in seen_devices:
             seen_devices.add(label_value(labels["device"]))
             families["ctxlab_environment_info"].add(labels, 1)
-    empty = nothing_judged(runs) is not None
-    families["ctxlab_failed"].add({}, 1 if not runs or empty or any(run.failed for run in runs) else 0)
+    short = unkept(runs, declared) is not None
+    families["ctxlab_failed"].add({}, 1 if not runs or short or any(run.failed for run in runs) else 0)
     families["ctxlab_claims_judged"].add({}, sum(1 for run in ran for c in run.claims if c.verdict not in NOT_JUDGED))
+    families["ctxlab_claims_promised"].add({}, promise_of(ran, declared).promised)
     starts = [(t, run.seconds) for run in runs if (t := _timestamp(run.started)) is not None]
     if starts:
         first = min(t for t, _ in starts)

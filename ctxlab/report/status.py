@@ -1,7 +1,8 @@
 """One line and an exit status from a recorded result, for the fleet recipes (``ctxlab status``, fleet/).
 
 Exit status, as a Kubernetes Node Problem Detector custom plugin reads it: 0 every claim holds (or is what was
-observed), 1 a problem (a claim fails or errs, a scenario broke, or the node could not run at all), 2 unknown
+observed), 1 a problem (a claim fails or errs, a scenario broke, fewer claims were judged than the run's level
+promises on the node, or the node could not run at all), 2 unknown
 (the file is missing, unreadable, not a result, or older than the age allowed). The line is what NPD shows as
 the condition's message and what the Slurm health check gives as the drain reason: ``ctxlab: ...``, plain
 ASCII-safe text without quotes, at most a given number of characters.
@@ -13,7 +14,8 @@ import os
 import time
 
 from ctxlab.records.environment_error import is_environment_error
-from ctxlab.records.model import LabResult, nothing_judged
+from ctxlab.records.model import LabResult
+from ctxlab.records.promise import unkept
 from ctxlab.records.schema import FAILING
 from ctxlab.report.escape import one_line
 
@@ -32,15 +34,15 @@ def status_line(runs: list[LabResult]) -> tuple[int, str]:
     failing = [c.id for run in runs for c in run.claims if c.verdict in FAILING]
     broke = [f"{run.lab} ({', '.join(sorted({str(e.get('kind', '?')) for e in run.errors}))})"
              for run in runs if run.errors]
-    empty = nothing_judged(runs)
-    if failing or broke or empty:
+    short = unkept(runs)  # an empty run, or one short of what its level promises here
+    if failing or broke or short:
         parts = []
         if failing:
             parts.append(f"fails: {failing[0]}" + (f" (+{len(failing) - 1} more)" if len(failing) > 1 else ""))
         if broke:
             parts.append(f"broke: {broke[0]}" + (f" (+{len(broke) - 1} more)" if len(broke) > 1 else ""))
-        if empty:
-            parts.append(empty)
+        if short:
+            parts.append(short)
         return PROBLEM, "ctxlab: " + "; ".join(parts)
     claims = sum(len(run.claims) for run in runs)
     gpus = sorted({str(run.environment.get("gpu", "?")) for run in runs})

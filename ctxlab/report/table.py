@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from itertools import islice
 
 from ctxlab.records.model import ClaimResult, LabResult
+from ctxlab.records.promise import unkept
 from ctxlab.records.schema import FAILING, VERDICTS
 from ctxlab.report.escape import terminal
 from ctxlab.report.screen import Cell, Screen, clip, grid, iter_grid, iter_wrap, pad, text_width, title, wrap
@@ -216,7 +217,10 @@ def summary_lines(runs: list[LabResult], screen: Screen, full: bool = False) -> 
     for run in runs:
         for flag in run.flags:
             yield from iter_wrap(f"flag: {name(run.lab)}: {sentence(flag_text(flag), full)}", screen.width)
-    if not bad and not any(run.errors for run in runs):
+    short = unkept(runs)  # judged none, or fewer than the runs' levels promise on their machines
+    if short is not None:
+        yield from wrap(f"Not healthy: {short}.", screen.width)
+    elif not bad and not any(run.errors for run in runs):
         yield from wrap("No claim fails or is an error, and every scenario ran.", screen.width)
 
 

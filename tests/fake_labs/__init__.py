@@ -37,6 +37,12 @@ SKIPS_ONE_GPU_LAB = _lab("skips-one-gpu-lab", "tests.fake_labs.targets:skip_all"
 SKIPS_LIBRARY = _lab("skips-library", "tests.fake_labs.targets:skip_all",
                      args=(skips.library("cupy", ("cupy-cuda13x", "cupy-cuda12x", "cupy"), installed=False,
                                          error="No module named 'cupy' (stand-in)"),))
+# A feature this machine's software lacks: the claim was asked and answered here (no level promises past it).
+SKIPS_UNSUPPORTED = _lab("skips-unsupported", "tests.fake_labs.targets:skip_all",
+                         args=(skips.unsupported("this driver cannot do it (stand-in)"),))
+# A run that could not decide its claim (untraced): no record bears it out and nothing answered it.
+SKIPS_INAPPLICABLE = _lab("skips-inapplicable", "tests.fake_labs.targets:skip_all",
+                          args=(skips.inapplicable("not traced (stand-in)"),))
 FLAKY = _lab("flaky", "tests.fake_labs.targets:crash_on_second_call", undefined=True)
 
 # One scenario that needs the GPU alone and three that share it, each taking 0.3 s.
@@ -101,4 +107,6 @@ REGISTRY = {"ok": "tests.fake_labs:OK", "crash": "tests.fake_labs:CRASH", "hang"
             "shared-dirty": "tests.fake_labs:SHARED_DIRTY", "shared-crash": "tests.fake_labs:SHARED_CRASH",
             "shared-hang": "tests.fake_labs:SHARED_HANG", "shared-dirty-slow": "tests.fake_labs:SHARED_DIRTY_SLOW",
             "levelled": "tests.fake_labs:LEVELLED", "skips": "tests.fake_labs:SKIPS",
-            "skips-one-gpu-lab": "tests.fake_labs:SKIPS_ONE_GPU_LAB", "skips-library": "tests.fake_labs:SKIPS_LIBRARY"}
+            "skips-one-gpu-lab": "tests.fake_labs:SKIPS_ONE_GPU_LAB", "skips-library": "tests.fake_labs:SKIPS_LIBRARY",
+            "skips-unsupported": "tests.fake_labs:SKIPS_UNSUPPORTED",
+            "skips-inapplicable": "tests.fake_labs:SKIPS_INAPPLICABLE"}

@@ -259,7 +259,7 @@ def test_one_comparison_one_vocabulary_two_scopes():
         changes(base, now, evidence="some")
 
 
-def test_a_check_that_judged_nothing_is_not_healthy(fake_registry, tmp_path):
+def test_a_check_that_judged_nothing_is_not_healthy(fake_registry, environment, tmp_path):
     from ctxlab.report.status import status_of
 
     prom, result = tmp_path / "node.prom", tmp_path / "r.json"
@@ -271,6 +271,7 @@ def test_a_check_that_judged_nothing_is_not_healthy(fake_registry, tmp_path):
     assert "ctxlab_up 1" in metrics and "ctxlab_failed 1" in metrics and "ctxlab_claims_judged 0" in metrics
     code, line = status_of(str(result))
     assert code == 1 and line.startswith("ctxlab: nothing judged"), line
+    environment({"gpu_count": 1})  # the record bears out the two-GPU lab's skip: its claim is not promised here
     both = invoke("check", "--only", "skips,ok")  # one lab judged: a lab skipping (one GPU, peer) is no alarm
     assert both.exit_code == 0 and "nothing judged" not in both.output
     both = invoke("check", "--only", "skips,ok", "--openmetrics", str(prom))

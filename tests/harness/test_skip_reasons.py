@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from click.testing import CliRunner
 
 from ctxlab.cli import cli
@@ -15,16 +14,6 @@ from ctxlab.records.shapes import runs_from_document
 
 def invoke(*args):
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-
-
-@pytest.fixture
-def environment(monkeypatch):
-    """Set the environment record the runs are made with (this machine has no GPU to read one from)."""
-    import ctxlab.harness.pool
-
-    def use(record: dict) -> None:
-        monkeypatch.setattr(ctxlab.harness.pool, "environment_of", lambda device: {"device": device, **record})
-    return use
 
 
 def check(tmp_path, lab: str):
