@@ -6,6 +6,9 @@
 #   scripts/gpu-wave5.sh OUTDIR [pytest args and paths; default: tests]
 # CORPUS_S=0, TESTS_S=0: leave that part out. LAUNCH_COST="ARGS": run benchmarks/launch_cost.py ARGS (LAUNCH_S).
 # LONG="ARGS": run benchmarks/long_program.py ARGS (LONG_S), the audit of a program of millions of launches.
+# LEVELS="ARGS": run benchmarks/check_levels.py OUTDIR/levels ARGS (LEVELS_S), e.g. "--runs 3 --levels 2".
+# TRACE_PROGRAM=PATH: trace that program with every call's stack (--calls all, JSON), to see what a library's
+# synchronisation is made of (TRACE_S).
 set -uo pipefail
 out=${1:?usage: scripts/gpu-wave5.sh OUTDIR [pytest args]}
 shift
@@ -33,6 +36,18 @@ if [ -n "${LONG:-}" ]; then
   timeout -s KILL "${LONG_S:-300}" python3 benchmarks/long_program.py $LONG --json "$out/long-program.json" \
     > "$out/long-program.txt" 2>&1 || status=1
   cat "$out/long-program.txt"
+fi
+if [ -n "${LEVELS:-}" ]; then
+  # shellcheck disable=SC2086  # the arguments are meant to split
+  timeout -s KILL "${LEVELS_S:-300}" python3 benchmarks/check_levels.py "$out/levels" $LEVELS \
+    > "$out/levels.txt" 2>&1 || status=1
+  tail -5 "$out/levels.txt"
+fi
+if [ -n "${TRACE_PROGRAM:-}" ]; then
+  XLA_PYTHON_CLIENT_PREALLOCATE=false timeout -s KILL "${TRACE_S:-120}" python3 -m ctxlab trace --calls all \
+    --format json -o "$out/trace-program.json" --timeout 100 -- "$TRACE_PROGRAM" > "$out/trace-program.log" 2>&1 \
+    || status=1
+  tail -3 "$out/trace-program.log"
 fi
 if [ "${TESTS_S:-260}" != 0 ]; then
   targets=("$@")
