@@ -1,7 +1,7 @@
-"""The audit's one vocabulary of calls: every family of driver and runtime calls the audit names, each under
-one name, defined here once.
+"""The audit's one vocabulary: every family of driver and runtime calls the audit names, and the names of the
+notes its child writes beside the calls, each under one name, defined here once.
 
-Two kinds of family, told apart by their names:
+Three kinds of family, told apart by their names:
 
 - Sets of **base names** (``frozenset``), matched with ``base_name(name) in FAMILY``: the driver's and the
   runtime's name without its version (``_v2``, ``_v3020``) and per-thread (``_ptsz``, ``_ptds``) suffixes, so
@@ -35,7 +35,7 @@ SEES_STREAM_DONE = frozenset({"cuStreamSynchronize", "cudaStreamSynchronize", "c
 SEES_EVENT_DONE = frozenset({"cuEventSynchronize", "cudaEventSynchronize", "cuEventQuery", "cudaEventQuery"})
 # the context's or device's work finished by the call's return: explicit, and the frees that synchronise
 SEES_CONTEXT_DONE = frozenset({"cuCtxSynchronize", "cudaDeviceSynchronize", "cudaThreadSynchronize", "cuMemFree",
-                          "cudaFree", "cuMemHostUnregister", "cudaHostUnregister"})
+                               "cudaFree", "cuMemHostUnregister", "cudaHostUnregister"})
 ALLOCS = frozenset({"cuMemAlloc", "cuMemAllocManaged", "cuMemAllocPitch", "cudaMalloc", "cudaMallocManaged"})
 ASYNC_ALLOCS = frozenset({"cuMemAllocAsync", "cuMemAllocFromPoolAsync", "cudaMallocAsync",
                           "cudaMallocFromPoolAsync"})
