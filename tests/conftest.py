@@ -40,6 +40,7 @@ def run_alone_only(config, items) -> None:
         items[:] = [i for i in items if i.get_closest_marker("alone") is None]
 
 
+@pytest.hookimpl(trylast=True)  # after -k, -m and --deselect: a session whose alone test they removed keeps the files
 def pytest_collection_modifyitems(config, items):
     run_alone_only(config, items)
     absent = gpu_absence()

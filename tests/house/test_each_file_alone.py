@@ -55,6 +55,9 @@ def test_a_file_marked_alone_runs_only_here_where_this_test_is_in_the_session():
     assert one not in collected(one, here) and "deselected" in collected(one, here)
     assert f"{one}::" in collected(one)
     assert f"{one}::" in collected(one, here, env={"CTXLAB_SKIP_ALONE": "1"})
+    # the each-file-alone test deselected (-k, --deselect): the files are not left unrun
+    assert f"{one}::" in collected(one, here, "-k", "not passes_alone")
+    assert f"{one}::" in collected(one, here, "--deselect", f"{here}::test_each_test_file_passes_alone")
 
 
 @pytest.mark.skipif(os.environ.get("CTXLAB_SKIP_ALONE") == "1", reason="CTXLAB_SKIP_ALONE=1: the files run together")
