@@ -9,7 +9,8 @@ Laid out as the layers it is, each importing only those below it (``tests/house/
   however the child ends;
 - ``model/``: the state the calls build (``state.py``: each thread's current context, handles, allocations and
   failing calls; ``ordering.py``: what happens before what), and the causes findings draw on;
-- ``rules/``: the rules, queries on the models, declared in ``catalogue.py``;
+- ``rules/``: the rules, queries on the models, each declared beside its predicate, gathered in run order by
+  ``catalogue.py``;
 - ``run.py`` wires them for ``ctxlab audit``; ``report.py`` writes the findings as a table, JSON, JUnit or SARIF;
   ``guard.py`` and ``pytest_plugin.py`` apply the same rules per test (``pytest --ctxlab-guard``).
 
@@ -30,7 +31,7 @@ from typing import Any
 __all__ = ["AuditResult", "EXIT_HAZARD", "Finding", "Location", "RULES", "RULES_BY_ID", "Rule", "audit_program",
            "judge"]
 _HOMES = {"Finding": "engine", "Location": "engine", "RULES": "rules.catalogue", "RULES_BY_ID": "rules.catalogue",
-          "Rule": "rules.catalogue", "judge": "rules.catalogue", "EXIT_HAZARD": "run", "AuditResult": "run",
+          "Rule": "rules.rule", "judge": "rules.catalogue", "EXIT_HAZARD": "run", "AuditResult": "run",
           "audit_code": "run", "audit_program": "run"}
 
 

@@ -12,7 +12,8 @@ import json
 from urllib.parse import quote
 
 from ctxlab.audit.engine import Finding
-from ctxlab.audit.rules.catalogue import RULES, Rule
+from ctxlab.audit.rules.catalogue import RULES
+from ctxlab.audit.rules.rule import Rule
 from ctxlab.records.schema import AUDIT_SCHEMA
 from ctxlab.report.escape import one_line, terminal, xml
 from ctxlab.report.screen import Screen, text_width, wrap

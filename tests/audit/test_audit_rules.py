@@ -336,7 +336,8 @@ def test_stream_nearby_stack_is_the_last_one_on_the_thread_before():
 
 def test_a_superseded_finding_is_dropped_and_the_superseding_one_kept():
     from ctxlab.audit.engine import Hit
-    from ctxlab.audit.rules.catalogue import Rule, judge_stream
+    from ctxlab.audit.rules.catalogue import judge_stream
+    from ctxlab.audit.rules.rule import Rule
 
     ev = Events()
     mine = ev.driver("cuMemAlloc_v2", 100, tid=MAIN, line=10)

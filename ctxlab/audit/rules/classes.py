@@ -10,6 +10,7 @@ from ctxlab.audit.model.causes import Cause, handle_gone, missing, on
 from ctxlab.audit.model.hooks import arguments
 from ctxlab.audit.model.one_pass import model
 from ctxlab.audit.model.state import CAPTURE_MODES, OUT_OF_MEMORY
+from ctxlab.audit.rules.rule import NO_CLAIM, Rule
 from ctxlab.tracing.fields import launch_shape
 
 CAPTURE_STATUSES = ("CUDA_ERROR_STREAM_CAPTURE", "cudaErrorStreamCapture", "CUDA_ERROR_CAPTURED_EVENT",
@@ -71,6 +72,17 @@ def capture_violation(s: Stream) -> list[Hit]:
     return hits
 
 
+CAPTURE_VIOLATION_RULE = Rule(
+    "capture-violation", "error", "A call that breaks a CUDA graph capture in progress",
+    "While a stream captures a graph, calls that would synchronise or use the legacy stream (a synchronous "
+    "copy, cudaMalloc, a device or stream synchronisation) are not allowed; in global mode (PyTorch's "
+    "default) such a call from any thread is refused. The call fails and the capture is invalidated: its "
+    "end call fails too.",
+    NO_CLAIM, capture_violation,
+    "Follows captures begun and ended while tracing (cuStreamBeginCapture*, cudaStreamBeginCapture); a call "
+    "that fails with a capture status when no capture was recorded is named with the last capture begun.")
+
+
 def freed_memory_used(s: Stream) -> list[Hit]:
     """Memory freed and then freed again, copied, set, or passed to a kernel: the call names the allocation
     and where it was freed (a freed block may already belong to someone else)."""
@@ -128,6 +140,18 @@ def freed_memory_used(s: Stream) -> list[Hit]:
     return hits
 
 
+FREED_MEMORY_USED_RULE = Rule(
+    "freed-memory-used", "error", "Memory used or freed again after it was freed",
+    "A pointer freed with cuMemFree or cudaFree may already back another allocation: freeing it again "
+    "returns CUDA_ERROR_INVALID_VALUE (or frees someone else's memory), and copying, setting or passing it to "
+    "a kernel reads or writes memory that is no longer yours (an illegal address, or silent corruption).",
+    NO_CLAIM, freed_memory_used,
+    "Follows allocations made while tracing through cuMemAlloc* and cudaMalloc (not a library pool's reuse of "
+    "its own blocks, which never reaches the driver); kernel arguments are read for every driver launch "
+    "(cuLaunchKernel*, cuLaunchCooperativeKernel), each distinct launch once; a runtime launch the runtime "
+    "makes with no driver launch beneath it (PyTorch's) shows none.")
+
+
 VMM = ("cuMemMap", "cuMemCreate", "cuMemAddressReserve")
 
 
@@ -164,6 +188,15 @@ def handle_destroyed(s: Stream) -> list[Hit]:
                             **handle_gone(known, role, value).hit_fields()))
             break
     return hits
+
+
+HANDLE_DESTROYED_RULE = Rule(
+    "handle-destroyed", "error", "A stream, event or module used after it was destroyed",
+    "cuStreamDestroy, cuEventDestroy and cuModuleUnload end a handle's life; a later call passing it gets "
+    "CUDA_ERROR_INVALID_HANDLE or CUDA_ERROR_INVALID_CONTEXT, or, where its value was reused, works on "
+    "another object.",
+    NO_CLAIM, handle_destroyed,
+    "Knows the handles made and destroyed while tracing by the driver calls that take them.")
 
 
 def _mib(n: int) -> str:
@@ -217,6 +250,16 @@ def out_of_memory(s: Stream) -> list[Hit]:
     return hits
 
 
+OUT_OF_MEMORY_RULE = Rule(
+    "out-of-memory", "error", "An allocation ran out of memory while the process held memory elsewhere",
+    "An allocation failed for lack of GPU memory. The finding says what the process itself held then: the "
+    "bytes each library allocated and did not free (CuPy's and PyTorch's pools keep freed memory for reuse) "
+    "and the contexts alive on that GPU, each with memory of its own.",
+    NO_CLAIM, out_of_memory,
+    "Counts allocations made through cuMemAlloc* and cudaMalloc while tracing; memory of other processes and "
+    "a context's own reservation are not measured.")
+
+
 def _allocator(s: Stream, made: dict) -> str:
     from ctxlab.audit.model.state import caller_of
 
@@ -267,3 +310,13 @@ def launch_config(s: Stream) -> list[Hit]:
                            f"{'; '.join(problems)}. No kernel ran; fix the launch's configuration", calls=(e,),
                         cause=e, cause_what=f"{on(e)} asked for {problems[0]}"))
     return hits
+
+
+LAUNCH_CONFIG_RULE = Rule(
+    "launch-config", "error", "A kernel launch refused for its configuration",
+    "A launch whose block has more than 1024 threads, a depth over 64, or more dynamic shared memory than "
+    "the kernel may use without cuFuncSetAttribute is refused (CUDA_ERROR_INVALID_VALUE, invalid "
+    "configuration argument); a block whose registers do not fit fails with too many resources requested.",
+    NO_CLAIM, launch_config,
+    "Reads grid, block and shared memory of cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and "
+    "cudaLaunchKernel (a grid's depth is not kept).")

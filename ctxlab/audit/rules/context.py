@@ -1,17 +1,16 @@
 """Predicates of the rules about which context a thread has: none at all, one destroyed under it, the
-primary context released or reset under a runtime, a kernel of one context launched in another, a fork
-after initialisation, several runtime copies, a pointer into another context's memory, a green context on
-two threads. Messages are built from the values observed (calls, statuses, threads)."""
+primary context released or reset under a runtime, a kernel of one context launched in another (state shared
+where it must not be is ``sharing.py``'s). Messages are built from the values observed (calls, statuses,
+threads)."""
 
 from __future__ import annotations
 
-from ctxlab.audit.engine import NOT_CALLS, Hit, Stream, call_text, end_of, failed, ok_or_pending, thread_of
+from ctxlab.audit.engine import Hit, Stream, call_text, end_of, failed, ok_or_pending, thread_of
 from ctxlab.audit.events import ALLOCATION_PREFIXES
 from ctxlab.audit.model import causes
 from ctxlab.audit.model.causes import Cause, missing, on
-from ctxlab.audit.model.facts import green_contexts, primary_handles
-from ctxlab.audit.model.hooks import FOREIGN_POINTER
 from ctxlab.audit.model.one_pass import model
+from ctxlab.audit.rules.rule import Rule
 
 INVALID_CONTEXT = "CUDA_ERROR_INVALID_CONTEXT"
 DESTROYED = ("CUDA_ERROR_CONTEXT_IS_DESTROYED", "cudaErrorContextIsDestroyed")
@@ -26,7 +25,7 @@ RESETS = ("cudaDeviceReset", "cuDevicePrimaryCtxReset")
 MODULE_LOADS = ("cuModuleLoad",)
 
 
-def _by_runtime(s: Stream, event: dict) -> bool:
+def by_runtime(s: Stream, event: dict) -> bool:
     """Whether a runtime made this driver call beneath one of its own calls: a runtime call on the same thread
     spans it, or the C callback marked it as made while a runtime call was open on its thread (``from``)."""
     return event.get("from") == "callback" or s.enclosing_runtime(event) is not None
@@ -40,7 +39,7 @@ def no_context(s: Stream) -> list[Hit]:
     for e in s.unsuccessful:
         if e.get("domain") != "driver" or e.get("status") != INVALID_CONTEXT or e.get("context"):
             continue
-        if e.get("name", "").startswith(CONTEXT_QUERIES) or _by_runtime(s, e):
+        if e.get("name", "").startswith(CONTEXT_QUERIES) or by_runtime(s, e):
             continue  # a probe, or the runtime asking beneath its own call (it binds a context next)
         if e.get("tid") in seen or s.had_context_before(e.get("tid"), e.get("start", 0)):
             continue
@@ -50,6 +49,16 @@ def no_context(s: Stream) -> list[Hit]:
                            f"or a runtime call such as cudaSetDevice, which binds the primary context)",
                         **_elsewhere(s, e).hit_fields()))
     return hits
+
+
+NO_CONTEXT_RULE = Rule(
+    "no-context", "error", "A driver call on a thread that never had a context",
+    "A thread starts with no current context. Driver API calls made there before cuCtxSetCurrent, "
+    "cuCtxPushCurrent or a runtime call that binds the primary context return CUDA_ERROR_INVALID_CONTEXT.",
+    "migrate.driver-call-without-context", no_context,
+    "Queries (cuCtxGet*) are how libraries probe for a context and are not judged here; driver calls the "
+    "runtime makes beneath its own calls are the runtime's (it binds a context next); a thread that had a "
+    "context and let go of it is not judged (its failing calls are failed-call findings).")
 
 
 def _elsewhere(s: Stream, e: dict) -> Cause:
@@ -97,6 +106,16 @@ def destroyed_while_current(s: Stream) -> list[Hit]:
     return hits
 
 
+DESTROYED_WHILE_CURRENT_RULE = Rule(
+    "destroyed-while-current", "error", "A context destroyed while current on another thread",
+    "cuCtxDestroy does not unbind the context from other threads: it stays current there and every call "
+    "they make into it returns CUDA_ERROR_CONTEXT_IS_DESTROYED. Hand the context back (pop it) on every "
+    "thread before destroying it.",
+    "refcount.destroy-while-current-elsewhere", destroyed_while_current,
+    "Needs CUPTI's CONTEXT_DESTROY_STARTING event and a call on the other thread that fails afterwards; a "
+    "thread that holds the destroyed context but makes no further call is not reported.")
+
+
 def primary_released_under_runtime(s: Stream) -> list[Hit]:
     """cuDevicePrimaryCtxRelease took the count to zero (the context was destroyed inside it) while the runtime
     still used it: calls after it failed."""
@@ -104,7 +123,7 @@ def primary_released_under_runtime(s: Stream) -> list[Hit]:
     for r in s.named(("cuDevicePrimaryCtxRelease",)):
         if not r.get("name", "").startswith("cuDevicePrimaryCtxRelease") or not ok_or_pending(r):
             continue
-        if _by_runtime(s, r):
+        if by_runtime(s, r):
             continue  # the runtime's own release (cudaDeviceReset and the like): judged by the reset rule
         destroyed = [d for d in s.resources if d.get("name") == "CONTEXT_DESTROY_STARTING" and d.get("context")
                      and d.get("tid") == r.get("tid") and r.get("start", 0) <= d.get("start", 0) <= end_of(r)]
@@ -122,7 +141,7 @@ def primary_released_under_runtime(s: Stream) -> list[Hit]:
             continue
         seen.add(handle)
         retain = next((c for c in s.calls if c.get("name", "").startswith("cuDevicePrimaryCtxRetain") and
-                       c.get("start", 0) < r.get("start", 0) and ok_or_pending(c) and _by_runtime(s, c)), None)
+                       c.get("start", 0) < r.get("start", 0) and ok_or_pending(c) and by_runtime(s, c)), None)
         outer = (s.enclosing_runtime(retain) or retain) if retain is not None else None
         because = (Cause(outer, f"{on(outer)} took the runtime's reference to the primary context {handle:#x}: the "
                                 f"release dropped that reference, not one the program had retained")
@@ -136,6 +155,17 @@ def primary_released_under_runtime(s: Stream) -> list[Hit]:
                         explains=tuple(c for c in s.calls if c.get("start", 0) > end_of(r) and failed(c)
                                        and c.get("context") in (handle, 0)), **because.hit_fields()))
     return hits
+
+
+PRIMARY_RELEASED_UNDER_RUNTIME_RULE = Rule(
+    "primary-released-under-runtime", "error", "The primary context released to zero under the runtime",
+    "The runtime holds a reference to the primary context it uses. A cuDevicePrimaryCtxRelease the program "
+    "did not balance with a retain can take the count to zero: the context, its memory and modules are "
+    "destroyed while the runtime (CuPy, PyTorch) still uses it, and its later calls fail.",
+    "refcount.after-last-release", primary_released_under_runtime,
+    "Sees the release that destroyed the context only through CUPTI's CONTEXT_DESTROY_STARTING inside the "
+    "release call; needs runtime calls before it and failing calls after it; releases the runtime makes "
+    "itself (inside cudaDeviceReset) are left to reset-with-live-allocations.")
 
 
 def reset_with_live_allocations(s: Stream) -> list[Hit]:
@@ -165,6 +195,16 @@ def reset_with_live_allocations(s: Stream) -> list[Hit]:
     return hits
 
 
+RESET_WITH_LIVE_ALLOCATIONS_RULE = Rule(
+    "reset-with-live-allocations", "error", "A device reset with allocations still in use",
+    "cudaDeviceReset and cuDevicePrimaryCtxReset destroy every allocation, module and stream of the "
+    "device's primary context, whoever else retains it. Pointers and cached kernels from before are invalid; "
+    "calls that use them fail.",
+    "refcount.device-reset-destroys", reset_with_live_allocations,
+    "Cannot follow pointers: it reports a reset preceded by successful allocations and followed by failing "
+    "calls, not which allocation each failing call used. Allocations made before tracing began are not seen.")
+
+
 def _used_block(s: Stream, later: list[dict], reset: dict):
     """The allocation made before a reset that a failing call after it points into, if any."""
     m = model(s)
@@ -177,7 +217,7 @@ def _used_block(s: Stream, later: list[dict], reset: dict):
     return None
 
 
-def _first_end(s: Stream) -> int | None:
+def first_teardown(s: Stream) -> int | None:
     """When the first context destroy or device reset began (None: none did)."""
     ends = [e.get("start", 0) for e in s.resources if e.get("name") == "CONTEXT_DESTROY_STARTING"]
     ends += [e.get("start", 0) for e in s.named(RESETS)]
@@ -198,12 +238,12 @@ def cross_context_handle(s: Stream) -> list[Hit]:
     if not candidates:
         return []
     m = model(s)
-    first_end = _first_end(s)
+    teardown_at = first_teardown(s)
     loads = [e for e in s.events if e.get("context") and (e.get("name") == "MODULE_LOADED"
                                                            or e.get("name", "").startswith(MODULE_LOADS))]
     hits, seen = [], set()
     for e in candidates:
-        if first_end is not None and first_end < e.get("start", 0):
+        if teardown_at is not None and teardown_at < e.get("start", 0):
             continue  # after a reset or destroy, a stale handle is that rule's finding
         ctx, at = e.get("context"), e.get("start", 0)
         function = (e.get("args") or {}).get("function")
@@ -243,203 +283,20 @@ def cross_context_handle(s: Stream) -> list[Hit]:
     return hits
 
 
+CROSS_CONTEXT_HANDLE_RULE = Rule(
+    "cross-context-handle", "error", "A kernel loaded in one context launched in another",
+    "Modules and functions belong to the context they were loaded in. CuPy's compiled-kernel cache is per "
+    "device: a kernel first used under one context and launched under another fails with "
+    "CUDA_ERROR_INVALID_HANDLE. Use one context per device (the primary context), or the "
+    "context-independent library API (cuLibraryLoad*).",
+    "migrate.cupy-kernel-cache-across-contexts", cross_context_handle,
+    "Cannot see which function handle a launch used: it relates an invalid-handle launch or lookup in one "
+    "context to modules loaded in another. A launch's location is its own stack (the C callback takes one "
+    "for every launch in an audit), else the uncaught exception that named the status, else the thread's "
+    "last call with a Python stack (marked nearby). After a reset or destroy it leaves stale handles to "
+    "those rules.")
+
+
 def _unloaded_before(s: Stream, at: int) -> bool:
     return any(c.get("name", "").startswith("cuModuleUnload") and c.get("start", 0) < at and ok_or_pending(c)
                for c in s.calls)
-
-
-def fork_after_init(s: Stream) -> list[Hit]:
-    """A child forked after CUDA was initialised in the parent calls CUDA (seen by the audit's fork hook)."""
-    hits = []
-    for f in s.forks:
-        first = f.get("first_call")
-        if not f.get("parent_initialised") or not first:
-            continue
-        child = f"child {f.get('pid')}"
-        event = {"domain": "fork", "name": str(first.get("what", "?")), "thread": child, "tid": f.get("pid"),
-                 "start": 0, "status": f.get("cuda_status")}
-        fork_event = {"domain": "fork", "name": "fork", "thread": str(f.get("thread", "?")),
-                      "stack": f.get("fork_stack") or []}
-        hits.append(Hit(event, f"process {f.get('pid')}, forked by thread {f.get('thread', '?')} after CUDA was "
-                               f"initialised in its parent, called {first.get('what', '?')}; CUDA in that child: "
-                               f"{f.get('cuda_status') or 'not probed'}. CUDA is not fork-safe: start children with "
-                               f"'spawn' or 'forkserver', or fork before the first CUDA call",
-                        calls=(event,), related=(("forked at", fork_event),), stack=tuple(first.get("stack") or ()),
-                        location_from="fork hook", cause=fork_event,
-                        cause_what=f"os.fork on thread {fork_event['thread']} made this child after CUDA was "
-                                   f"initialised in the parent: the child inherits CUDA's state but not its driver "
-                                   f"threads and contexts"))
-    return hits
-
-
-def several_runtime_copies(s: Stream) -> list[Hit]:
-    """More than one copy of the CUDA runtime initialised on the same primary context: each retains it.
-
-    A retain the tracer kept the native callers of (``callers``: shared objects, innermost first) names its copy:
-    the first object past the driver. Two retains from the same object are one copy retaining again, not two."""
-    first_end = _first_end(s)
-    by_context: dict = {}
-    for e in s.named(("cuDevicePrimaryCtxRetain",)):
-        if not e.get("name", "").startswith("cuDevicePrimaryCtxRetain") or not ok_or_pending(e):
-            continue
-        if first_end is not None and e.get("start", 0) > first_end:
-            continue  # a runtime retaining again after a reset is the same copy
-        if not _by_runtime(s, e):
-            continue  # the program's (or a library's) own driver retain
-        outer = s.enclosing_runtime(e) or {"name": "a runtime call CUPTI did not record", "context": 0}
-        copies = by_context.setdefault(e.get("context") or outer.get("context") or 0, {})
-        # the copy is its shared object; unnamed (no callers kept), every retain counts as a copy of its own
-        copy = (e.get("callers") or [f"unnamed {len(copies)}"])[0]
-        copies.setdefault(copy, []).append((e, outer))
-    hits = []
-    for handle, copies in by_context.items():
-        if len(copies) < 2:
-            continue
-        firsts = [retains[0] for retains in copies.values()]
-        e, _ = firsts[1]
-        named = all(not copy.startswith("unnamed") for copy in copies)
-        which = ("; ".join(f"{runtime_copy(first)} at {outer.get('name', '?')}" for first, outer in firsts) if named
-                 else ", ".join(outer.get("name", "?") for _, outer in firsts))
-        where = f" {handle:#x}" if handle else ""
-        text = (f"{len(copies)} copies of the CUDA runtime each retained the primary context{where}: {which}"
-                if named else
-                f"{len(copies)} runtime calls ({which}) each retained the primary context{where}: each was the "
-                "first call of a copy of the CUDA runtime (its shared object was not recorded)")
-        hits.append(Hit(e, text + ". Each copy holds its own reference and state, and a cudaDeviceReset through "
-                                  "one destroys the context under the others",
-                        calls=tuple(x for pair in firsts for x in pair if "start" in x),
-                        related=tuple(("retained first at", r) for r, _ in firsts[:1]),
-                        cause=firsts[0][1] if "start" in firsts[0][1] else firsts[0][0],
-                        cause_what=f"{firsts[0][1].get('name', '?')} on thread {thread_of(firsts[0][0])} was the first "
-                                   f"call of another copy of the runtime, which retained the primary context first"))
-    return hits
-
-
-def runtime_copy(retain: dict) -> str:
-    """The runtime copy that made a primary-context retain, as its shared object and the object that called it
-    (``libcudart.so.13 called from torch/lib/libtorch_cuda.so``)."""
-    found = retain.get("callers") or ["?"]
-    return found[0] if len(found) == 1 else f"{found[0]} called from {found[1]}"
-
-
-def _allocation_call(s: Stream, correlation: object, owner: int) -> dict | None:
-    """The allocation call (with the user's stack) an allocation map entry came from, by correlation id."""
-    found = None
-    for e in s.calls:
-        if e.get("correlation") == correlation and e.get("name", "").startswith(ALLOCATION_PREFIXES + ("cuMemAlloc",)):
-            if e.get("stack") and e.get("context") in (owner, 0, None):
-                return e
-            found = found or e
-    return found
-
-
-def pointer_from_another_context(s: Stream) -> list[Hit]:
-    """A kernel argument holding an address inside memory another context allocated (read by the audit's
-    launch hook); not between a green context and the primary context, which share memory by design."""
-    greens = set(green_contexts(s))
-    shared = greens | primary_handles(s.events) if greens else set()
-    destroyed = {e.get("context"): e for e in s.resources if e.get("name") == "CONTEXT_DESTROY_STARTING"}
-    hits, seen = [], set()
-    for e in s.observed:
-        if e.get("name") != FOREIGN_POINTER:
-            continue
-        ctx, owner = e.get("context") or 0, e.get("owner") or 0
-        if ctx in shared and owner in shared and (ctx in greens or owner in greens):
-            continue  # green and primary: the green context is treated as the primary one for memory
-        key = (e.get("tid"), ctx, owner, e.get("function"))
-        if key in seen:
-            continue
-        seen.add(key)
-        alloc = _allocation_call(s, e.get("allocation_correlation"), owner)
-        where = (f" ({alloc['name']})" if alloc else "")
-        gone = destroyed.get(owner)
-        later = (f"; context {owner:#x} was destroyed later in the run" if gone is not None
-                 and gone.get("start", 0) > e.get("start", 0) else "")
-        what = "the launch's extra buffer" if e.get("parameter") == -1 else f"parameter {e.get('parameter')}"
-        hits.append(Hit(e, f"{e.get('launch', 'a launch')} in context {ctx:#x} on thread {thread_of(e)}: {what} "
-                           f"(byte {e.get('offset')}) of function {e.get('function', 0):#x} holds "
-                           f"{e.get('pointer', 0):#x}, "
-                           f"inside a {e.get('size')}-byte allocation made in context {owner:#x}{where}{later}. "
-                           f"A kernel can read another context's memory on this GPU, but the memory belongs to "
-                           f"context {owner:#x}: it is freed with it (cuCtxDestroy, a reset, that context's memory "
-                           f"pool). Allocate it under the context that launches, or use one context per device",
-                        calls=tuple(x for x in (alloc, e) if x is not None),
-                        related=(("allocated at", alloc),) if alloc else (),
-                        **(Cause(alloc, f"{on(alloc)} allocated the memory in context {owner:#x}") if alloc else
-                           missing(f"the allocation in context {owner:#x} was not matched to a recorded call")
-                           ).hit_fields()))
-    return hits
-
-
-def _current_spans(items: list[dict], handles: set) -> list[tuple[int, int, dict]]:
-    """(start, end, first call) of each run of consecutive calls on one thread with one of these contexts
-    current: from the first such call's start to the last one's end."""
-    spans: list[tuple[int, int, dict]] = []
-    run: list | None = None
-    for e in items:
-        if e.get("domain") in NOT_CALLS:
-            continue
-        handle = e.get("context") or 0
-        if run is not None and handle == run[2].get("context"):
-            run[1] = max(run[1], end_of(e))
-            continue
-        if run is not None:
-            spans.append((run[0], run[1], run[2]))
-            run = None
-        if handle in handles:
-            run = [e.get("start", 0), end_of(e), e]
-    if run is not None:
-        spans.append((run[0], run[1], run[2]))
-    return spans
-
-
-def green_context_on_two_threads(s: Stream) -> list[Hit]:
-    """The same green context current on two threads at overlapping times (the driver does not stop it)."""
-    greens = green_contexts(s)
-    if not greens:
-        return []
-    for handle in primary_handles(s.events) & set(greens):
-        greens.pop(handle)  # a green context whose handle is the primary context's cannot be told apart
-    if not greens:
-        return []
-    by_handle: dict[int, list[tuple[int, int, dict]]] = {}
-    for items in s.by_tid.values():
-        for span in _current_spans(items, set(greens)):
-            by_handle.setdefault(span[2]["context"], []).append(span)
-    hits, seen = [], set()
-    for handle, spans in by_handle.items():
-        spans.sort(key=lambda sp: sp[0])
-        for i, (_, a_end, a) in enumerate(spans):
-            for b_start, _, b in spans[i + 1:]:  # sorted by start: b began while a's span was open
-                if b_start >= a_end:
-                    break
-                pair = (handle, a.get("tid"), b.get("tid"))
-                if a.get("tid") == b.get("tid") or pair in seen:
-                    continue
-                seen.add(pair)
-                made = greens[handle]
-                what = ("made by cuGreenCtxCreate" if made.get("green_of") else
-                        f"cuCtxFromGreenCtx's handle {made.get('green', 0):#x}")
-                hits.append(Hit(b, f"green context {handle:#x} ({what}) became current "
-                                   f"on thread {thread_of(b)} with {b['name']} while current on thread {thread_of(a)} "
-                                   f"(since its {a['name']}, until at least its call ending "
-                                   f"{(a_end - b_start) / 1e3:.1f} us later). The Driver API allows a green context "
-                                   f"current on one thread at a time and does not synchronise calls into it; the "
-                                   f"driver does not refuse the second thread. Hand it over (pop, then push on the "
-                                   f"other thread) or give each thread its own green context",
-                                calls=(a, b), related=(("current on the other thread from", a),
-                                                       ("green context made at", made)),
-                                **_green_cause(s, a, handle).hit_fields()))
-    return hits
-
-
-
-
-def _green_cause(s: Stream, a: dict, handle: int) -> Cause:
-    """What made a green context current on the first thread (and nothing there popped it)."""
-    change = model(s).current_change(a.get("tid"), a.get("start", 0) + 1)
-    if change is None or change.context != handle:
-        return Cause(a, f"{on(a)} ran with green context {handle:#x} current (what made it current there is not "
-                        f"in the record)")
-    return Cause(change.event, f"{on(change.event)} made green context {handle:#x} current there, and that thread "
-                               f"had not popped it when the other made it current")

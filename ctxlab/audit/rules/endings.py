@@ -14,7 +14,9 @@ watchdog, CUDA's host-function thread) is named as the OS names it, with its las
 line that started the work it was doing (the host function's launch, the last call with a Python stack).
 
 They read what the parent saw (``Stream.run``): the flight recorder's slots (the call each thread was inside),
-faulthandler's Python stacks of every thread, the OS names of the threads, and the program's own exits.
+faulthandler's Python stacks of every thread, the OS names of the threads, and the program's own exits. The crash
+rule's predicate is here with what both rules share; the hang rule's, with what a blocked call waits for, is
+``hangs.py``'s.
 """
 
 from __future__ import annotations
@@ -22,14 +24,11 @@ from __future__ import annotations
 from ctxlab.audit.engine import Hit, RunInfo, Stream, end_of, place_of
 from ctxlab.audit.events import (
     CONTEXT_SYNC_PREFIXES,
-    EVENT_SYNC_PREFIXES,
-    GPU_WAIT_PREFIXES,
     HOST_CALLBACK_PREFIXES,
-    STREAM_QUERY_PREFIXES,
     STREAM_SYNC_PREFIXES,
 )
 from ctxlab.audit.model.one_pass import model
-from ctxlab.audit.rules.failures import kernel_of
+from ctxlab.audit.rules.rule import NO_CLAIM, Rule
 
 STUCK_S = 2.0  # a call in progress this long when the program ended without returning counts as stuck
 NO_PROGRESS_S = 1.0  # ... or this long while no call returned on any other thread since it began
@@ -38,15 +37,6 @@ LAST_CALLS = 3
 # Signals that a fault or an abort raises: a crash. Any other (SIGALRM, SIGTERM, SIGKILL, SIGINT) only ends it.
 CRASH_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT", "SIGSYS", "SIGTRAP"})
 SELF_ENDS = ("os._exit", "os.kill", "os.abort", "signal.raise_signal")
-# Calls that synchronise the device before they do their work (the runtime's and driver's documented implicit
-# synchronisation: freeing memory or a host registration, unloading a module, destroying or resetting)
-IMPLICIT_SYNCS = ("cuMemFree", "cudaFree", "cuMemHostUnregister", "cudaHostUnregister", "cuModuleUnload",
-                  "cuCtxDestroy", "cudaDeviceReset", "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxRelease")
-# Synchronous copies and sets: on the legacy default stream, which first waits for every blocking stream
-LEGACY = ("cuMemcpy", "cudaMemcpy", "cuMemset", "cudaMemset")
-LEGACY_HANDLE = 0x1  # CU_STREAM_LEGACY / cudaStreamLegacy
-SYNCED = (*STREAM_SYNC_PREFIXES, *EVENT_SYNC_PREFIXES, *CONTEXT_SYNC_PREFIXES)
-STREAM_WAITED = (*STREAM_SYNC_PREFIXES, *STREAM_QUERY_PREFIXES)  # a host call that waits on (or polls) a stream
 
 
 def _thread_of_ident(run: RunInfo, ident: int) -> tuple[int | None, str]:
@@ -56,23 +46,11 @@ def _thread_of_ident(run: RunInfo, ident: int) -> tuple[int | None, str]:
     return None, f"thread {ident:#x}"
 
 
-def _frames_of(run: RunInfo, tid: int | None) -> list:
-    """A thread's user frames from the latest faulthandler dump (fatal first)."""
-    if tid is None:
-        return []
-    ident = run.idents.get(tid)
-    for dump in [*run.fatal, *run.dumps][::-1]:
-        for stack in dump.threads:
-            if stack.ident == ident:
-                return stack.user_frames()
-    return []
-
-
 def _calls_of(s: Stream, tid) -> list[dict]:
     return [e for e in s.by_tid.get(tid, ()) if e.get("domain") in ("driver", "runtime")]
 
 
-def _others(run: RunInfo, but: int | None) -> str:
+def other_threads(run: RunInfo, but: int | None) -> str:
     """Where the other threads were, from the latest dump."""
     dumps = [*run.fatal, *run.dumps]
     if not dumps:
@@ -81,7 +59,7 @@ def _others(run: RunInfo, but: int | None) -> str:
     for stack in dumps[-1].threads:
         tid, name = _thread_of_ident(run, stack.ident)
         if tid is None and stack.tid is not None:  # a thread Python did not start, tied to its OS thread
-            tid, name = stack.tid, _named(run, stack.tid, f"thread {stack.tid}")
+            tid, name = stack.tid, thread_named(run, stack.tid, f"thread {stack.tid}")
         if tid == but or name.startswith("ctxlab-"):  # ctxlab's own stack thread
             continue
         frames = stack.user_frames(1) or [[f[0], f[1], f[2]] for f in stack.frames[:1]]
@@ -93,12 +71,12 @@ def _others(run: RunInfo, but: int | None) -> str:
     return f" Other threads: {'; '.join(parts[:OTHERS_SHOWN])}{more}."
 
 
-def _self_end(run: RunInfo, calls: tuple[str, ...] = SELF_ENDS) -> dict | None:
+def self_end_note(run: RunInfo, calls: tuple[str, ...] = SELF_ENDS) -> dict | None:
     """The program's own last way out (os._exit, os.kill, os.abort, signal.raise_signal), as noted."""
     return next((x for x in run.exits[::-1] if x.get("call") in calls), None)
 
 
-def _named(run: RunInfo, tid, fallback: str = "?") -> str:
+def thread_named(run: RunInfo, tid, fallback: str = "?") -> str:
     """A thread by the name the recording gives it (Python's, else the OS's), else ``fallback``."""
     known = run.threads.get(tid) if tid is not None else None
     if known:
@@ -115,7 +93,7 @@ def ended_without_returning(run: RunInfo) -> bool:
     if how == "signal":
         return not run.ending.get("program_ended")  # a crash in the interpreter's exit is no hang
     if how == "exit":
-        return _self_end(run, ("os._exit",)) is not None or run.ending.get("program_ended") is False
+        return self_end_note(run, ("os._exit",)) is not None or run.ending.get("program_ended") is False
     return False
 
 
@@ -140,10 +118,10 @@ def stuck_calls(s: Stream, run: RunInfo) -> list:
     return out
 
 
-def _crashed(s: Stream, run: RunInfo) -> tuple[int | None, str, list, str]:
+def crash_site(s: Stream, run: RunInfo) -> tuple[int | None, str, list, str]:
     """The thread that received the fatal signal: (OS id, name, its user frames, how it is known)."""
     current = next((d.current() for d in run.fatal[::-1] if d.current() is not None), None)
-    note = _self_end(run, ("os.kill", "os.abort", "signal.raise_signal"))
+    note = self_end_note(run, ("os.kill", "os.abort", "signal.raise_signal"))
     if current is not None:
         tid, name = _thread_of_ident(run, current.ident)
         frames = current.user_frames()
@@ -158,15 +136,16 @@ def _crashed(s: Stream, run: RunInfo) -> tuple[int | None, str, list, str]:
         if tid is None and run.idents:  # Python's threads are known, and this is none of them
             how = " (its thread id is none of the threads Python started)"
         if tid is not None:
-            name = _named(run, tid, note.get("thread", "?") if note is not None and note.get("tid") == tid else "?")
+            fallback = note.get("thread", "?") if note is not None and note.get("tid") == tid else "?"
+            name = thread_named(run, tid, fallback)
         return tid, name, frames, how
     if note is not None:
         tid = note.get("tid")
-        return tid, _named(run, tid, str(note.get("thread", "?"))), list(note.get("stack") or []), ""
+        return tid, thread_named(run, tid, str(note.get("thread", "?"))), list(note.get("stack") or []), ""
     if run.fatal:  # faulthandler ran and no Python thread received the signal: a thread without Python did
         tid, how = _without_python(s, run)
         if tid is not None:
-            return tid, _named(run, tid, f"thread {tid}"), [], how
+            return tid, thread_named(run, tid, f"thread {tid}"), [], how
     return None, "?", [], ""
 
 
@@ -212,13 +191,13 @@ def _running_host_function(s: Stream, tid, before: int) -> dict | None:
     for host in hosts:
         stream = (host.get("args") or {}).get("stream")
         done = any(e.get("start", 0) > host.get("start", 0) and e.get("status") in ("CUDA_SUCCESS", "cudaSuccess")
-                   and e.get("context") == host.get("context") and _covers(e, stream) for e in s.calls)
+                   and e.get("context") == host.get("context") and sync_covers(e, stream) for e in s.calls)
         if not done:
             return host
     return None
 
 
-def _covers(sync: dict, stream) -> bool:
+def sync_covers(sync: dict, stream) -> bool:
     """Whether a synchronisation waits for the work of this stream: a device sync, or a sync of that stream."""
     name = sync.get("name", "")
     return name.startswith(CONTEXT_SYNC_PREFIXES) or (name.startswith(STREAM_SYNC_PREFIXES)
@@ -239,7 +218,7 @@ def _work_origin(s: Stream, run: RunInfo, tid, calls: list[dict]) -> tuple[dict 
     if before:
         e = before[-1]
         return e, (f"the last call with a Python stack before its first was {e['name']} on thread "
-                   f"{_named(run, e.get('tid'), str(e.get('thread', '?')))}{place_of(e)}")
+                   f"{thread_named(run, e.get('tid'), str(e.get('thread', '?')))}{place_of(e)}")
     return None, ""
 
 
@@ -250,20 +229,20 @@ def program_crashed(s: Stream) -> list[Hit]:
     if run is None or run.ending.get("how") != "signal":
         return []
     signal = run.ending.get("signal") or "a signal"
-    if (signal not in CRASH_SIGNALS and _self_end(run, ("os.kill", "signal.raise_signal")) is None
+    if (signal not in CRASH_SIGNALS and self_end_note(run, ("os.kill", "signal.raise_signal")) is None
             and ended_without_returning(run) and stuck_calls(s, run)):
         return []  # it only ended the program while threads were stuck: the hang is the report (program-hung)
-    tid, name, frames, known = _crashed(s, run)
+    tid, name, frames, known = crash_site(s, run)
     inside = next((c for c in run.open_calls if c.tid == tid), None) if tid is not None else None
     calls = _calls_of(s, tid) if tid is not None else []
     last = calls[-1] if calls else None
-    note = _self_end(run, ("os.kill", "os.abort", "signal.raise_signal"))
+    note = self_end_note(run, ("os.kill", "os.abort", "signal.raise_signal"))
     # Python names every thread it starts (its ident); a stack whose id is none of them is a library's thread
     foreign = tid not in run.idents if tid is not None else bool(known)
     related: list[tuple[str, dict]] = []
     if inside is not None:
         what = f"inside {inside.call}" + (f" (in {inside.inner} beneath it)" if inside.inner != inside.call else "")
-        what += _open_state(s, inside)
+        what += open_state_text(s, inside)
     elif note is not None and note.get("tid") == tid:
         what = f"in {note['call']}({note.get('args', '')}), which the program called itself"
     elif last is not None:
@@ -280,7 +259,7 @@ def program_crashed(s: Stream) -> list[Hit]:
         if host is not None:
             origin = host
             what += (f"; it was running the host function queued by {host['name']} on thread "
-                     f"{_named(run, host.get('tid'), str(host.get('thread', '?')))}{place_of(host)}, the first "
+                     f"{thread_named(run, host.get('tid'), str(host.get('thread', '?')))}{place_of(host)}, the first "
                      f"queued that no synchronisation saw finish")
             related.append(("host function queued at", host))
         elif tid is not None:
@@ -308,14 +287,23 @@ def program_crashed(s: Stream) -> list[Hit]:
     else:
         event = {**last, "thread": name} if last is not None else {"tid": tid, "thread": name}
     message = (f"the program died by {signal}{when} on thread {name}, {what}: everything recorded up to then is "
-               f"reported.{after}{cause}{_others(run, tid)}")
+               f"reported.{after}{cause}{other_threads(run, tid)}")
     host = origin if related and related[0][0] == "host function queued at" else None
     return [Hit(event, message, stack=tuple(event.get("stack") or ()), location_from="flight recorder",
                 related=tuple(related), cause=host,
                 cause_what=f"{host['name']} queued the host function that was running" if host else "")]
 
 
-def _open_state(s: Stream, call) -> str:
+PROGRAM_CRASHED_RULE = Rule(
+    "program-crashed", "error", "The program died by a signal",
+    "A segfault, an abort or a SIGKILL ends the process without a Python traceback. The audit runs the "
+    "program in a child whose CUDA calls go to shared memory as they happen, so everything up to the crash is "
+    "reported, with where the crashing thread was (faulthandler's stacks) and the CUDA call it was inside.",
+    NO_CLAIM, program_crashed,
+    "A SIGKILL leaves no Python stack: the thread's last recorded call is named instead.")
+
+
+def open_state_text(s: Stream, call) -> str:
     """What the model knows of the call a thread died or hung inside: its context destroyed, the handle it
     passed destroyed or of another context."""
     m = model(s)
@@ -338,163 +326,3 @@ def _open_state(s: Stream, call) -> str:
                              f"{call.context:#x}")
             break
     return f" ({'; '.join(parts)})" if parts else ""
-
-
-def _why(run: RunInfo) -> str:
-    """How the program ended, as the hang report's opening says it."""
-    how, detail = run.ending.get("how"), run.ending.get("detail", "")
-    stuck = "while threads were stuck inside CUDA calls"
-    if how == "timeout":
-        return f"ran past the audit's time limit ({detail})"
-    if how == "stall":
-        return f"made no CUDA progress ({detail})"
-    note = _self_end(run)
-    by = ""
-    if note is not None:
-        frame = (note.get("stack") or [[None, None]])[0]
-        where = f" at {frame[0]}:{frame[1]}" if frame[0] else ""
-        thread = _named(run, note.get("tid"), str(note.get("thread", "?")))
-        by = f" ({note['call']}({note.get('args', '')}) on thread {thread}{where})"
-    if how == "exit":
-        if note is not None and note.get("call") == "os._exit":
-            return f"ended itself with os._exit {stuck}{by}"
-        return (f"ended itself without returning {stuck} (no os._exit was seen: an exit from C, as "
-                f"faulthandler.dump_traceback_later(..., exit=True) makes with _exit)")
-    if how == "interrupted":
-        return f"was interrupted twice (Ctrl-C) and killed {stuck}"
-    signal = run.ending.get("signal") or "a signal"
-    if note is not None and note.get("call") in ("os.kill", "signal.raise_signal", "os.abort"):
-        source = f"sent by the program itself{by}"
-    elif signal == "SIGALRM":
-        source = "its default action: a signal.alarm or setitimer timer with no handler ended the process"
-    elif signal in CRASH_SIGNALS:
-        source = "a crash, reported apart"
-    else:
-        source = "from outside the program (a CI or job time limit, a supervisor) or a timer of its own"
-    return f"was ended by {signal} ({source}) {stuck}"
-
-
-def program_hung(s: Stream) -> list[Hit]:
-    """The run was stopped (time limit, no progress), or ended without returning while threads were stuck inside
-    CUDA calls: each such thread, with the call it was inside, for how long, and what it waits for."""
-    run = s.run
-    if run is None:
-        return []
-    how = run.ending.get("how")
-    if how in ("timeout", "stall"):
-        stuck = list(run.open_calls)
-    else:
-        if not ended_without_returning(run):
-            return []
-        stuck = stuck_calls(s, run)
-        if how == "signal" and run.ending.get("signal") in CRASH_SIGNALS:
-            crashed = _crashed(s, run)[0]
-            stuck = [c for c in stuck if c.tid != crashed]  # the call it crashed inside is the crash's finding
-        if not stuck:
-            return []
-    why = _why(run)
-    m = model(s)
-    hits = []
-    for call in stuck:
-        seconds = run.seconds_inside.get(call.tid)
-        held = (" It held the GIL when it entered the call (CUDA calls do not release it), so no other Python "
-                "thread can run until it returns." if call.held_gil else "")
-        waits, pending = _waits_for(s, m, call)
-        frames = call.stack or _frames_of(run, call.tid)
-        event = {"tid": call.tid, "thread": call.thread, "stack": frames, "start": call.since,
-                 "name": call.inner, "context": call.context, "domain": "driver"}
-        inner = f" (in {call.inner} beneath it)" if call.inner != call.call else ""
-        long = f" for {seconds:.1f} s" if seconds is not None else ""
-        cause = pending[0] if pending else None  # host functions first, then the GPU's waits, then kernels
-        hits.append(Hit(event, f"the program {why}: thread {call.thread} was inside {call.call}{inner}{long}"
-                               f"{_open_state(s, call)}, entered and never returned.{held}{waits}"
-                               f"{_others(run, call.tid)}",
-                        stack=tuple(frames), location_from="flight recorder",
-                        related=tuple(("it waits for", e) for e in pending if e.get("stack"))[:3],
-                        cause=cause, cause_what=(f"{cause['name']} on thread {cause.get('thread', '?')} queued work "
-                                                 f"this call waits for, which never finished" if cause else ""),
-                        cause_missing="" if cause else ("no unfinished work it waits for was recorded before it on "
-                                                        "its stream or context")))
-    if not hits and how in ("timeout", "stall"):
-        main = next((t for t, n in run.threads.items() if n == "MainThread"), None)
-        frames = _frames_of(run, main)
-        hits.append(Hit({"tid": main, "thread": "MainThread", "stack": frames, "start": 0},
-                        f"the program {why}, and no thread was inside a CUDA call: it waited in Python."
-                        f"{_others(run, None)}", stack=tuple(frames), location_from="flight recorder"))
-    return hits
-
-
-def _scope(s: Stream, call) -> tuple[str, int | None, str]:
-    """What a blocked call waits for: ("stream", the stream, why), ("device", None, why) or ("", None, "")."""
-    inner, outer = call.inner, call.call
-    if inner.startswith(STREAM_WAITED) and call.inner_arg:
-        return "stream", call.inner_arg, f"{inner} returns when the work queued on stream {call.inner_arg:#x} is done"
-    if inner.startswith(EVENT_SYNC_PREFIXES) and call.inner_arg:
-        record = next((e for e in reversed(s.calls) if e.get("name", "").startswith(("cuEventRecord", "cudaEventRec"))
-                       and (e.get("args") or {}).get("event") == call.inner_arg and e.get("start", 0) < call.since),
-                      None)
-        if record is not None and (record.get("args") or {}).get("stream"):
-            stream = record["args"]["stream"]
-            return "stream", stream, (f"{inner} returns when the work queued on stream {stream:#x} before event "
-                                      f"{call.inner_arg:#x} was recorded{place_of(record)} is done")
-    for name in (outer, inner):
-        if name.startswith(CONTEXT_SYNC_PREFIXES):
-            return "device", None, f"{name} returns when all work queued in its context is done"
-        if name.startswith(IMPLICIT_SYNCS) and "Async" not in name:
-            return "device", None, (f"{name} synchronises the device implicitly before it frees or tears down: it "
-                                    f"returns when all work queued in its context is done")
-    for name in (outer, inner):
-        if name.startswith(LEGACY) and "Async" not in name and "_ptds" not in name:
-            return "device", None, (f"{name} is synchronous and runs on the legacy default stream, which first waits "
-                                    f"for the work queued on every blocking stream of its context")
-    if "Synchronize" in outer or "Memcpy" in outer or outer.startswith(("cuLaunch", "cudaLaunch")):
-        return "device", None, ""
-    return "", None, ""
-
-
-def _waits_for(s: Stream, m, call) -> tuple[str, list[dict]]:
-    """What a call stuck in a synchronisation waits for: the work queued before it on its stream or context that
-    was never seen to finish (host functions first: they run on a CUDA thread and may wait themselves; then
-    waits the GPU does on memory or events; then kernels), and why it waits for that."""
-    kind, stream, why = _scope(s, call)
-    if not kind:
-        return "", []
-    context = call.context
-    syncs = [end_of(e) for e in s.calls if e.get("context") == context and e.get("status") in ("CUDA_SUCCESS",
-             "cudaSuccess") and e.get("name", "").startswith(SYNCED) and end_of(e) <= call.since
-             and _covers(e, stream)]
-    since = max(syncs, default=0)
-
-    def on_stream(e: dict) -> bool:
-        """On the stream it waits for, or on the legacy default stream (0, or cudaStreamLegacy), which work on
-        an ordinary (blocking) stream waits for."""
-        return stream is None or (e.get("args") or {}).get("stream") in (stream, 0, LEGACY_HANDLE)
-
-    def queued(e: dict, unkept: bool = False) -> bool:
-        """Queued before the call since the last sync that covers it (``unkept``: a call whose stream the record
-        does not keep counts as on any stream)."""
-        here = on_stream(e) or (unkept and "stream" not in (e.get("args") or {}))
-        return (since <= e.get("start", 0) < call.since and e.get("context") == context and here
-                and not (e.get("domain") == "driver" and s.enclosing_runtime(e) is not None))
-
-    hosts = [e for e in s.calls if e.get("name", "").startswith(HOST_CALLBACK_PREFIXES) and queued(e)]
-    waits = [e for e in s.calls if e.get("name", "").startswith(GPU_WAIT_PREFIXES) and queued(e, unkept=True)]
-    launches = [e for e in m.launches.get(context, []) if since <= e.get("start", 0) < call.since and on_stream(e)]
-    parts = []
-    for host in hosts[-2:]:
-        legacy = (" on the legacy default stream" if stream is not None
-                  and (host.get("args") or {}).get("stream") in (0, LEGACY_HANDLE) else "")
-        parts.append(f"a host function launched with {host['name']}{legacy} on thread {host.get('thread', '?')}"
-                     f"{place_of(host)} (it runs on a CUDA thread; if it waits for this thread, a lock it holds, or "
-                     f"the GIL, neither can go on)")
-    for wait in waits[-2:]:
-        target = "memory to hold a value" if "Value" in wait["name"] or "Batch" in wait["name"] else "an event"
-        parts.append(f"{wait['name']} on thread {wait.get('thread', '?')}{place_of(wait)} (the stream waits on the GPU "
-                     f"for {target} that something else must set)")
-    for launch in launches[-2:]:
-        parts.append(kernel_of(s, launch))
-    pending = [*hosts[-2:], *waits[-2:], *launches[-2:]]
-    said = f" {why}." if why else ""
-    if not parts:
-        return said, []
-    return f" It waits for work launched before it that never finished: {'; '.join(parts)}.{said}", pending

@@ -12,6 +12,7 @@ from ctxlab.audit.model.causes import Cause, missing
 from ctxlab.audit.model.one_pass import model
 from ctxlab.audit.model.state import STICKY
 from ctxlab.audit.rules.probes import is_probe
+from ctxlab.audit.rules.rule import NO_CLAIM, Rule
 from ctxlab.audit.rules.settings import settings_cause
 
 ORIGIN_SHOWN = 4
@@ -96,6 +97,21 @@ def sticky_error(s: Stream) -> list[Hit]:
     return hits
 
 
+STICKY_ERROR_RULE = Rule(
+    "sticky-error", "error", "A kernel faulted: the context is poisoned, every later call fails",
+    "An illegal address, a misaligned access, a device-side assert, a launch failure or an illegal instruction "
+    "in a kernel is sticky: the context cannot be used any more, and every later call into it, of every "
+    "library, returns the error. Launches are asynchronous, so the error surfaces at a later synchronisation "
+    "or copy, far from its cause. The finding names the launches made into the context since its last "
+    "successful synchronisation (the newest first), folds every later failing call into one finding, and "
+    "with --pin re-runs the program with launches serialised (CUDA_LAUNCH_BLOCKING=1) to name the launch.",
+    NO_CLAIM, sticky_error,
+    "Knows launches made while tracing through cuLaunchKernel*, cuLaunchCooperativeKernel, cudaLaunchKernel "
+    "and graph launches; kernel names come from cuFuncGetName (CUDA 12.3+), so a runtime launch whose driver "
+    "launch the runtime hides is named by its call. Without --pin the faulting launch is one of those named, "
+    "not certainly the newest.")
+
+
 def failed_call(s: Stream) -> list[Hit]:
     """Every failing call that no rule before it explained and that no library probed on purpose: what state
     the call met. One finding per thread, function, status and line (a loop that fails counts its calls)."""
@@ -122,6 +138,17 @@ def failed_call(s: Stream) -> list[Hit]:
         hits.append(Hit(e, f"{name} on thread {thread_of(e)} returned {status}{times}{how}, {who}: "
                            f"{state.describe()}", calls=tuple(calls), explains=tuple(beneath), **because.hit_fields()))
     return hits
+
+
+FAILED_CALL_RULE = Rule(
+    "failed-call", "error", "A CUDA call failed",
+    "Every call that returned anything but success and that no rule above explains and no library probed on "
+    "purpose: the finding says what the call met (the thread's current context and who made it, the "
+    "runtime's device, the contexts and lives of the handles and memory it passed, a sticky error, a capture "
+    "in progress) and who made the call.",
+    NO_CLAIM, failed_call,
+    "A library's failing call that it handles itself is told apart only by evidence: a successful call "
+    "around it, or the probe catalogue (ctxlab.audit.rules.probes), each entry backed by a clean program.")
 
 
 def probes(s: Stream) -> list[dict]:

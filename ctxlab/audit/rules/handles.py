@@ -10,6 +10,7 @@ from ctxlab.audit.model import causes
 from ctxlab.audit.model.causes import Cause, missing, on
 from ctxlab.audit.model.facts import facts
 from ctxlab.audit.model.one_pass import model
+from ctxlab.audit.rules.rule import Rule
 
 STREAM_USERS = ("cuLaunch", "cuMemcpy", "cuMemset", "cuStreamWaitEvent", "cuStreamSynchronize", "cuStreamQuery",
                 "cuMemAllocAsync", "cuMemFreeAsync")
@@ -67,6 +68,17 @@ def handle_from_another_context(s: Stream) -> list[Hit]:
     return hits
 
 
+HANDLE_FROM_ANOTHER_CONTEXT_RULE = Rule(
+    "handle-from-another-context", "error", "A stream or event used with another context",
+    "Streams and events belong to the context current when they were made. cuEventRecord on a stream of "
+    "another context, a launch or copy on a stream of a context that is not current, or the time between "
+    "events of two contexts fail with CUDA_ERROR_INVALID_HANDLE (or silently run elsewhere).",
+    "migrate.state-follows-context", handle_from_another_context,
+    "Knows the streams and events made while tracing (cuStreamCreate*, cuEventCreate, CUPTI's stream "
+    "events); handles made before tracing began, or by a runtime copy through paths CUPTI does not show, are "
+    "not judged. cuStreamWaitEvent on an event of another context is allowed and not reported.")
+
+
 def _handle_cause(s: Stream, e: dict, made: dict) -> Cause:
     """A handle of one context used with another: the change that made the thread's context current, where it
     came after the handle was made; else the call that made the handle in its context."""
@@ -108,6 +120,18 @@ def non_primary_current(s: Stream) -> list[Hit]:
     return hits
 
 
+NON_PRIMARY_CURRENT_RULE = Rule(
+    "non-primary-current", "warning", "A primary-context library working under a created context",
+    "CuPy, PyTorch and the runtime's own caches are made for the primary context; Numba refuses any other. "
+    "With a context from cuCtxCreate (pycuda.autoinit-style code) current, their calls run in it: cached "
+    "kernels and streams fail with invalid resource handle (error 400), or memory lands where it should not.",
+    "lifecycle.runtime-uses-created-context", non_primary_current,
+    "Sees runtime calls that do work (not queries) and primary-context retains made by a library while a "
+    "context created with cuCtxCreate is current; a library that uses the driver API alone and never asks "
+    "for the primary context is not judged. Reported once per thread and context.",
+    superseded_by=("cross-context-handle",))
+
+
 def unordered_handover(s: Stream) -> list[Hit]:
     """An array handed between libraries (DLPack, ``__cuda_array_interface__``: the audit's hand-over notes)
     while launches on another stream were not ordered before it."""
@@ -138,3 +162,16 @@ def unordered_handover(s: Stream) -> list[Hit]:
                            f"orders it (DLPack with the consumer's stream, CAI v3 with its stream)",
                         **because.hit_fields()))
     return hits
+
+
+UNORDERED_HANDOVER_RULE = Rule(
+    "unordered-handover", "warning", "An array handed between libraries with no stream order",
+    "An array handed over through DLPack or __cuda_array_interface__ without the consumer's stream (a "
+    "legacy capsule, CAI v2 with no stream) while the producer's work on another stream was not ordered "
+    "before it can be read before it is written: silent wrong values.",
+    "interop.exchange.torch-to-numba", unordered_handover,
+    "Needs the audit's hand-over records of the consumers it knows (cupy.asarray/from_dlpack, torch.from_dlpack/"
+    "as_tensor, numba.cuda.as_cuda_array, jax.dlpack.from_dlpack); launches made before the hand-over on other "
+    "streams, with no synchronisation or event between by the consumer's return, count as pending. A JAX array "
+    "handed over through __dlpack__ is ordered by JAX itself (its array waits for its own events) and is not "
+    "judged; the consumer's stream is not known, so work it already waits for by other means may be counted.")

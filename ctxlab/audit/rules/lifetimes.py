@@ -7,6 +7,7 @@ from ctxlab.audit.engine import Hit, Stream, succeeded, thread_of
 from ctxlab.audit.model.causes import Cause, missing, on
 from ctxlab.audit.model.facts import facts
 from ctxlab.audit.model.one_pass import model
+from ctxlab.audit.rules.rule import Rule
 
 
 def _caller(s: Stream, e: dict) -> str:
@@ -44,6 +45,19 @@ def stray_context(s: Stream) -> list[Hit]:
                         cause_what=f"{_caller(s, made)} on thread {thread_of(made)} created the primary context "
                                    f"{ctx:#x}, and no later call ran work in it"))
     return hits
+
+
+STRAY_CONTEXT_RULE = Rule(
+    "stray-context", "warning", "A context on a device where nothing ran",
+    "A library made the primary context of a GPU (cudaSetDevice, cudaMemGetInfo, torch.cuda.synchronize, "
+    "a JAX backend) and no kernel, copy or memset ever ran in it: the context holds GPU memory and the device "
+    "for the life of the process (found through nvidia-smi or an out-of-memory error elsewhere). Keep "
+    "CPU-only programs off the CUDA API and have helper threads select their GPU before any CUDA call.",
+    "lifecycle.set-device-initialises", stray_context,
+    "Judges primary contexts made while tracing: a context made before tracing began, or one whose only use "
+    "is a kernel launched through a graph the tracer cannot see, is not judged; memory it holds is not "
+    "measured (the allocations made in it are counted).",
+    superseded_by=("non-primary-current", "*fork-after-init"))
 
 
 def _stack_of(per_thread: dict, tid) -> list:
@@ -118,6 +132,18 @@ def context_leak(s: Stream) -> list[Hit]:
     return hits
 
 
+CONTEXT_LEAK_RULE = Rule(
+    "context-leak", "warning", "A context pushed and never popped, popped wrongly, or never destroyed",
+    "A context the program created stays alive until cuCtxDestroy: one made per request or per thread and "
+    "never destroyed holds its memory for good. A thread that ends with contexts pushed leaves them retained; "
+    "a cuCtxSetCurrent between a push and its pop makes the pop take another context. Pop in finally, destroy "
+    "what you create.",
+    "refcount.thread-exit", context_leak,
+    "Follows each thread's context stack from its own push, pop, set and create calls made while tracing "
+    "(not those a runtime makes beneath its calls); a thread still running when tracing stops is not judged "
+    "for what it left pushed; contexts made before tracing began are not known.")
+
+
 def _thread_end(s: Stream, tid, ctx: int) -> Cause:
     """A thread that ended with a context pushed: its end (located at its last call with a stack)."""
     end = next((e for e in s.observed if e.get("name") == "THREAD_ENDED" and e.get("tid") == tid), None)
@@ -166,3 +192,13 @@ def used_after_teardown(s: Stream) -> list[Hit]:
             if owned is not None and owned[0] in gone:
                 report(e, owned[0], f"{key} {handle:#x}")
     return hits
+
+
+USED_AFTER_TEARDOWN_RULE = Rule(
+    "used-after-teardown", "error", "Memory, a stream or an event used after its context was destroyed",
+    "Destroying a context (cuCtxDestroy, releasing the primary context to zero) frees its memory, streams and "
+    "events. A destructor or an atexit handler that frees or uses them afterwards gets "
+    "CUDA_ERROR_INVALID_CONTEXT or CUDA_ERROR_CONTEXT_IS_DESTROYED, often at exit, where nobody looks.",
+    "refcount.after-last-release", used_after_teardown,
+    "Follows pointers of allocations, streams and events made while tracing; the calls of the program's "
+    "teardown (its globals let go, atexit handlers) are traced, the interpreter's own finalisation is not.")

@@ -30,6 +30,15 @@ from ctxlab.audit.model.ordering import (
     Hazard,
     describe,
 )
+from ctxlab.audit.rules.rule import NO_CLAIM, Rule
+
+# What the ordering rules see, and so what they cannot.
+ORDERING_SEES = ("Follows streams, events, copies, memsets, frees and graphs made while tracing, with the "
+                 "blocks CuPy's and PyTorch's pools hand out (the audit's allocator hooks); a kernel's memory is "
+                 "read from the arguments of driver launches (CuPy, Numba, cuda.bindings; PyTorch's kernels show "
+                 "none), and a kernel is taken to write a block nothing touched before or its only block, else to "
+                 "read it. Host synchronisation counts for every thread once it returned; order made by other means "
+                 "(a spin on host memory, cuStreamWaitValue) is not seen.")
 
 
 def op(e: dict) -> str:
@@ -69,6 +78,15 @@ def freed_while_in_use(s: Stream) -> list[Hit]:
     return out
 
 
+FREED_WHILE_IN_USE_RULE = Rule(
+    "freed-while-in-use", "error", "Memory freed while another stream's work still uses it",
+    "A stream-ordered free (cuMemFreeAsync) is ordered only on its own stream, and a pool (CuPy's, PyTorch's "
+    "caching allocator) hands a freed block to the next allocation on the stream it was allocated on. Work "
+    "on another stream that uses the memory and is not ordered before the free can read what the next owner "
+    "writes, or overwrite it: silent wrong values, no error.",
+    NO_CLAIM, freed_while_in_use, ORDERING_SEES)
+
+
 def unordered_access(s: Stream) -> list[Hit]:
     """An access after another stream's write (or a write after its use) with nothing ordering the two."""
     out = []
@@ -83,6 +101,14 @@ def unordered_access(s: Stream) -> list[Hit]:
                            f"before the second is enqueued",
                         f"{op(h.cause)} {did} the memory on {first}, and nothing ordered it before"))
     return out
+
+
+UNORDERED_ACCESS_RULE = Rule(
+    "unordered-access", "error", "Two streams access the same memory with nothing ordering them",
+    "Work on different streams runs in any order unless an event wait, a synchronisation or the legacy "
+    "default stream's implicit synchronisation orders it. A read after another stream's write, or a write "
+    "after another stream's use, with none of those between, races: the result depends on timing.",
+    NO_CLAIM, unordered_access, ORDERING_SEES, superseded_by=("unordered-handover",))
 
 
 def wait_orders_nothing(s: Stream) -> list[Hit]:
@@ -103,6 +129,16 @@ def wait_orders_nothing(s: Stream) -> list[Hit]:
     return out
 
 
+WAIT_ORDERS_NOTHING_RULE = Rule(
+    "wait-orders-nothing", "warning", "A stream waits on an event that was never recorded",
+    "cuStreamWaitEvent on an event with no record does nothing, and a library's event that was never "
+    "recorded (PyTorch creates its CUDA event at the first record) makes no call at all: the work after the "
+    "wait is ordered after nothing, though the code reads as if it waited.",
+    NO_CLAIM, wait_orders_nothing,
+    "Knows events created and recorded while tracing; an event made before tracing began is not judged. "
+    "PyTorch's torch.cuda.Event.wait is seen through the audit's hook.")
+
+
 def graph_replays_freed(s: Stream) -> list[Hit]:
     """A graph launched after memory its captured work touches was freed."""
     out = []
@@ -114,6 +150,14 @@ def graph_replays_freed(s: Stream) -> list[Hit]:
                            f"output alive (and in place) for as long as the graph is launched",
                         f"{op(h.cause)} freed memory the graph was captured with"))
     return out
+
+
+GRAPH_REPLAYS_FREED_RULE = Rule(
+    "graph-replays-freed", "error", "A CUDA graph replayed after memory it was captured with was freed",
+    "A graph's kernels and copies work on the addresses they were captured with. Freeing a captured input or "
+    "output and launching the graph again makes the replay read or write memory that may now belong to "
+    "another array.",
+    NO_CLAIM, graph_replays_freed, ORDERING_SEES)
 
 
 def ipc_interior_pointer(s: Stream) -> list[Hit]:
@@ -128,6 +172,16 @@ def ipc_interior_pointer(s: Stream) -> list[Hit]:
                            f"is the base of its own allocation",
                         f"{op(h.cause)} made the allocation the exported pointer lies inside"))
     return out
+
+
+IPC_INTERIOR_POINTER_RULE = Rule(
+    "ipc-interior-pointer", "warning", "An IPC handle exported for a pointer inside an allocation",
+    "cuIpcGetMemHandle names the whole allocation: the process that opens the handle maps the allocation's "
+    "base. A pointer into a pool's block inside a larger allocation (CuPy's and PyTorch's pools) reaches the "
+    "peer as the wrong address unless its offset is sent beside the handle.",
+    NO_CLAIM, ipc_interior_pointer,
+    "Knows allocations made while tracing; the offset the program may send beside the handle is not seen, "
+    "so a program that does send it is reported too (the finding says the offset to send).")
 
 
 POOL_NOT_JUDGED = ("its blocks handed out and back are not in the ordering model: memory freed while in use or "
@@ -146,3 +200,14 @@ def library_not_watched(s: Stream) -> list[Hit]:
                    f"The program ran as it would without the audit",
                 cause_missing="the library's internals differ from those the audit knows (its version)")
             for e in s.observed if e.get("name") == LIBRARY_NOT_WATCHED]
+
+
+LIBRARY_NOT_WATCHED_RULE = Rule(
+    "library-not-watched", "info", "A library's pool or events the audit could not watch",
+    "The ordering model learns CuPy's and PyTorch's pool blocks, record_stream and PyTorch's events through "
+    "hooks installed as the library is imported. Where a version's internals differ, the hook is not "
+    "installed and the library runs untouched; the hazards that need it are not judged, and this finding "
+    "says which, with the error, so a clean report does not read as a judged one.",
+    NO_CLAIM, library_not_watched,
+    "Only the libraries the audit hooks (CuPy, PyTorch); another library's own pool is not watched and not "
+    "reported here.")

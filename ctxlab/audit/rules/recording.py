@@ -5,6 +5,7 @@ not, so a report of a truncated run never reads as a judged one."""
 from __future__ import annotations
 
 from ctxlab.audit.engine import Hit, Stream
+from ctxlab.audit.rules.rule import NO_CLAIM, Rule
 
 RECORDING_FULL = "RECORDING_FULL"  # the audit event ``run._stream`` adds where the recording dropped anything
 DROPPED = ("dropped_records", "dropped_stacks", "dropped_bytes")
@@ -41,3 +42,14 @@ def recording_full(s: Stream) -> list[Hit]:
                    f"recorded. Give --record-limit more room (or free disk where the recording lies) to judge the "
                    f"whole run", cause_missing="the recording's size bound, not a call of the program")
             for e in s.observed if e.get("name") == RECORDING_FULL]
+
+
+RECORDING_FULL_RULE = Rule(
+    "recording-full", "warning", "The flight recording filled up: part of the run is not judged",
+    "The C callback writes every call into a file mapped in shared memory, bounded by --record-limit (or "
+    "half the free disk where it lies). Once it is full, what does not fit is counted, not written, and the "
+    "program runs on. The findings then cover the calls that were recorded; this finding says how many "
+    "calls, stacks and argument bytes were dropped, so a clean report of a truncated run does not read as "
+    "clean.",
+    NO_CLAIM, recording_full,
+    "Which calls were dropped is not known, only how many: they came after the last recorded one.")

@@ -23,6 +23,7 @@ from ctxlab.audit.engine import Hit, Stream, failed, ok_or_pending, succeeded, t
 from ctxlab.audit.events import CONTEXT_SYNC_PREFIXES, EVENT_SYNC_PREFIXES, LAUNCH_PREFIXES, STREAM_SYNC_PREFIXES
 from ctxlab.audit.model.causes import Cause, on
 from ctxlab.audit.model.state import caller_of
+from ctxlab.audit.rules.rule import NO_CLAIM, Rule
 
 LIMITS = {0: "stack size", 1: "printf FIFO size", 2: "malloc heap size", 3: "device runtime sync depth",
           4: "device runtime pending launch count", 5: "max L2 fetch granularity", 6: "persisting L2 cache size",
@@ -195,6 +196,20 @@ def setting_changed_under(s: Stream) -> list[Hit]:
                             related=tuple(("behaved differently after it at", e) for e in then),
                             **cause.hit_fields()))
     return hits
+
+
+SETTING_CHANGED_UNDER_RULE = Rule(
+    "setting-changed-under", "warning", "A context- or process-wide setting changed under another library",
+    "Limits (cuCtxSetLimit, cudaDeviceSetLimit: stack size, printf FIFO, malloc heap, persisting L2), device and "
+    "context flags, the cache and shared memory configuration and memory pool attributes (the release "
+    "threshold) are shared by every library and thread using the context or pool. One library changing what "
+    "another set, or relied on, changes how the other's kernels, synchronisations and allocations behave: a "
+    "kernel that runs out of stack or heap, a pool that keeps or releases memory, a sync that spins or blocks.",
+    NO_CLAIM, setting_changed_under,
+    "Follows the settings made while tracing through the calls named, by their kept parameters; settings made "
+    "before tracing began, per-function attributes, and CUDA_VISIBLE_DEVICES changed after CUDA started (the "
+    "child does not watch os.environ) are not seen. A change under another that only relied on the old value "
+    "is reported where a call of the other that depends on it failed after the change.")
 
 
 def settings_cause(s: Stream, e: dict) -> Cause | None:
