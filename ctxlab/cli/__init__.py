@@ -256,7 +256,8 @@ def check(devices, only, timeout, jobs, repeats, level, isolation, fmt, output, 
           markdown_path, baseline, fail_on_drift, profile, max_size, openmetrics_path=None):
     """Run every lab, isolated, and report for CI: exit 1 when a documented claim fails or a lab errors,
     or when fewer claims were judged than the level promises on this machine (none at all, or a promised
-    one missing, left unjudged, or skipped for a reason the run's own record does not bear out).
+    one missing, left unjudged, or skipped for a reason neither the run's own record nor the node's software
+    accounts for).
 
     \b
       ctxlab check
