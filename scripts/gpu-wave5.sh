@@ -6,7 +6,8 @@
 #   scripts/gpu-wave5.sh OUTDIR [pytest args and paths; default: tests]
 # CORPUS_S=0, TESTS_S=0: leave that part out. LAUNCH_COST="ARGS": run benchmarks/launch_cost.py ARGS (LAUNCH_S).
 # LONG="ARGS": run benchmarks/long_program.py ARGS (LONG_S), the audit of a program of millions of launches.
-# LEVELS="ARGS": run benchmarks/check_levels.py OUTDIR/levels ARGS (LEVELS_S), e.g. "--runs 3 --levels 2".
+# LEVELS="ARGS": run benchmarks/check_levels.py OUTDIR/levels ARGS (LEVELS_S), e.g. "--runs 3 --levels 3,2" (the
+# full level is the comparison, run once).
 # TRACE_PROGRAM=PATH: trace that program with every call's stack (--calls all, JSON), to see what a library's
 # synchronisation is made of (TRACE_S).
 set -uo pipefail
