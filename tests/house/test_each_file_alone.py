@@ -21,6 +21,9 @@ FILES = sorted(p for p in HERE.glob("*/test_*.py") if p.parent.name != "gpu" and
 # Hypothesis's pytest plugin imports Hypothesis in every pytest it starts (about half of a small file's start, 0.85
 # of 1.77 s on a 2-CPU machine); a file that uses Hypothesis imports it itself, and runs its tests the same without it.
 WITHOUT = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+# Two files' pytests per CPU: many of their tests wait (on a child, a signal, a time limit) rather than compute, and
+# a waiting file holds a slot of the pool that another file could use.
+ALONE_JOBS = 2 * max(1, os.cpu_count() or 1)
 
 
 def marked_alone(path: Path) -> bool:
@@ -62,7 +65,7 @@ def test_a_file_marked_alone_runs_only_here_where_this_test_is_in_the_session():
 
 @pytest.mark.skipif(os.environ.get("CTXLAB_SKIP_ALONE") == "1", reason="CTXLAB_SKIP_ALONE=1: the files run together")
 def test_each_test_file_passes_alone():
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+    with ThreadPoolExecutor(max_workers=ALONE_JOBS) as pool:
         results = list(pool.map(run_alone, sorted(FILES, key=lambda p: not marked_alone(p))))
     broken = [(name, code, tail) for name, code, tail in results if code not in (0, 5)]  # 5: every test skipped
     assert not broken, "\n\n".join(f"{name} alone exited {code}:\n{tail}" for name, code, tail in broken)
