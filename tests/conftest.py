@@ -43,6 +43,8 @@ def run_alone_only(config, items) -> None:
 @pytest.hookimpl(trylast=True)  # after -k, -m and --deselect: a session whose alone test they removed keeps the files
 def pytest_collection_modifyitems(config, items):
     run_alone_only(config, items)
+    if not any("gpu" in item.keywords or "nogpu" in item.keywords for item in items):
+        return  # no GPU question asked: the driver is not even looked for (a file's pytest of its own starts faster)
     absent = gpu_absence()
     for item in items:
         if "gpu" in item.keywords and absent:

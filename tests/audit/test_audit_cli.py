@@ -13,6 +13,8 @@ from ctxlab.cli import cli
 from tests.audit_events import WORKER, Events
 from tests.hostile import assert_one_line_exit_2
 
+pytestmark = pytest.mark.alone  # run once, alone (tests/house/test_each_file_alone.py)
+
 
 def hazard_events():
     ev = Events()

@@ -28,6 +28,8 @@ from tests.house.figures_scan import (
     reread,
 )
 
+pytestmark = pytest.mark.alone  # run once, alone (tests/house/test_each_file_alone.py)
+
 DOCUMENTS = documents()
 
 

@@ -38,6 +38,8 @@ from tests.gpu.expected import (
     verdict_problems,
 )
 
+pytestmark = pytest.mark.alone  # run once, alone (tests/house/test_each_file_alone.py)
+
 H100 = EXPECTATIONS / "nvidia-h100-80gb-hbm3_driver-13000_cuda-bindings-13030_cupy-13020.json"
 ELSEWHERE = {"gpu": "NVIDIA L4", "driver_version": 12080, "runtime_versions": {"cupy": 12080, "cuda_bindings": 12090}}
 

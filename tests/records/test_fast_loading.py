@@ -15,6 +15,8 @@ from ctxlab.records.model import LabResult, Observation, ResultFileError
 from tests.conftest import RESULTS, recorded
 from tests.records.test_loaders_fuzz import DELETE, json_values
 
+pytestmark = pytest.mark.alone  # run once, alone (tests/house/test_each_file_alone.py)
+
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # The bytes that decide a depth, and some that do not: runs of backslashes, quotes and brackets mixed.
 tricky = st.lists(st.sampled_from([b"\\", b"\\\\", b'"', b"[", b"]", b"{", b"}", b"a", b"n", b" "]),

@@ -23,6 +23,8 @@ from ctxlab.records.files import load_runs
 from ctxlab.suite import changes
 from tests.conftest import RESULTS
 
+pytestmark = pytest.mark.alone  # run once, alone (tests/house/test_each_file_alone.py)
+
 BASELINE = RESULTS / "drift" / "matrix-2026-12-01" / "baseline.json"  # the recording these cases edit
 JAX_READ = ("JaxRuntimeError: INTERNAL: Failed to create tensormap with cuTensorMapEncodeTiled: an illegal memory "
             "access was encountered [executable_name='jit__reduce_sum'] (all 3)")

@@ -23,6 +23,8 @@ from tests.conftest import RESULTS, recorded
 from tests.hostile import invoke
 from tests.records.test_loaders_fuzz import DELETE, json_values, mutate
 
+pytestmark = pytest.mark.alone  # run once, alone (tests/house/test_each_file_alone.py)
+
 VALIDATOR = jsonschema.Draft202012Validator(schema())
 COMPILED = compile_schema(schema())
 BASES = [recorded("refcount.json"), recorded("check-peer-devices-all.json"), recorded("fleet/check-no-gpu.json")]

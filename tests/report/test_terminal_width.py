@@ -19,6 +19,8 @@ from ctxlab.cli import cli
 from ctxlab.report.screen import text_width
 from tests.conftest import RESULTS
 
+pytestmark = pytest.mark.alone  # run once, alone (tests/house/test_each_file_alone.py)
+
 ROOT = RESULTS.parent.parent
 CHECK = RESULTS / "check.json"  # a whole check recorded on an H200: every lab, every layout
 SGR = re.compile(r"\x1b\[[0-9;]*m")

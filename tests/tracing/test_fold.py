@@ -16,6 +16,8 @@ from ctxlab.tracing import fold as fold_module
 from ctxlab.tracing import native
 from ctxlab.tracing.fold import KEEP, LAUNCH, QUERY, fold, kind_of
 
+pytestmark = pytest.mark.alone  # run once, alone (tests/house/test_each_file_alone.py)
+
 DTYPE = native.__getattr__("RECORD_DTYPE")
 D, R, RES = native.DOMAIN_DRIVER, native.DOMAIN_RUNTIME, native.DOMAIN_RESOURCE
 CTX, CTX2 = 0x1000, 0x2000

@@ -11,6 +11,8 @@ import pytest
 from ctxlab.tracing.stacks_dump import parse_dump
 from ctxlab.tracing.supervise import Ending, run_supervised
 
+pytestmark = pytest.mark.alone  # run once, alone (tests/house/test_each_file_alone.py)
+
 
 def run(code: str, **kw):
     return run_supervised("run", code=textwrap.dedent(code), **kw)
