@@ -26,11 +26,12 @@ def constants(path: Path) -> set[str]:
     return names
 
 
-def defined_twice(paths: list[Path]) -> dict[str, list[str]]:
+def defined_twice(paths: list[Path], root: Path = ROOT) -> dict[str, list[str]]:
+    """Each public constant name assigned in more than one of the modules, with where."""
     where: dict[str, list[str]] = defaultdict(list)
     for path in paths:
         for name in constants(path):
-            where[name].append(str(path.relative_to(ROOT)))
+            where[name].append(str(path.relative_to(root)))
     return {name: places for name, places in where.items() if len(places) > 1}
 
 
@@ -43,9 +44,7 @@ def test_no_constant_name_is_defined_in_two_modules_of_the_audit_or_the_tracer()
 def test_the_check_sees_a_second_definition(tmp_path):
     (tmp_path / "a.py").write_text('LAUNCHES = ("cuLaunchKernel",)\nx = 1\n')
     (tmp_path / "b.py").write_text('from a import x\nLAUNCHES: tuple = ("cuLaunchKernel", "cuGraphLaunch")\n')
-    global ROOT
-    saved, ROOT = ROOT, tmp_path
-    try:
-        assert defined_twice([tmp_path / "a.py", tmp_path / "b.py"]) == {"LAUNCHES": ["a.py", "b.py"]}
-    finally:
-        ROOT = saved
+    (tmp_path / "c.py").write_text('_PRIVATE = 1\nALONE = 2\n')
+    (tmp_path / "d.py").write_text('_PRIVATE = 3\n')  # a private name is the module's own
+    found = defined_twice([tmp_path / n for n in ("a.py", "b.py", "c.py", "d.py")], tmp_path)
+    assert found == {"LAUNCHES": ["a.py", "b.py"]}
