@@ -50,8 +50,9 @@ def test_a_file_marked_alone_runs_only_here_where_this_test_is_in_the_session():
     one = str(marked[0].relative_to(ROOT))
 
     def collected(*args: str, env: dict | None = None) -> str:
+        base = {k: v for k, v in os.environ.items() if k != "CTXLAB_SKIP_ALONE"}  # the caller's own setting aside
         done = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", *args],
-                              capture_output=True, text=True, cwd=ROOT, timeout=300, env={**os.environ, **(env or {})})
+                              capture_output=True, text=True, cwd=ROOT, timeout=300, env={**base, **(env or {})})
         return done.stdout
 
     here = str(Path(__file__).relative_to(ROOT))
