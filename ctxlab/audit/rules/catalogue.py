@@ -13,6 +13,7 @@ values observed (calls, statuses, threads), never from what the rule expected to
 from __future__ import annotations
 
 from ctxlab.audit.engine import SEVERITIES, Finding, Hit, RunInfo, Stream, finding
+from ctxlab.audit.model.one_pass import model
 from ctxlab.audit.rules import (
     classes,
     context,
@@ -76,8 +77,6 @@ def judge_stream(stream: Stream, rules=None) -> list[Finding]:
     """The rules, in their tuple's order, over one stream: each rule's findings mark the calls they account for
     (``Stream.explained``), which the later rules read (``failed-call``, last, reports what no rule explained);
     then a finding of a rule superseded by another's on the same thread is dropped."""
-    from ctxlab.audit.model.one_pass import model
-
     hits: list[tuple[Rule, Hit]] = []
     failures = model(stream)
     for rule in rules if rules is not None else RULES:

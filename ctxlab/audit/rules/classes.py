@@ -9,7 +9,7 @@ from ctxlab.audit.engine import Hit, Stream, ok_or_pending, place_of, thread_of
 from ctxlab.audit.model.causes import Cause, handle_gone, missing, on
 from ctxlab.audit.model.hooks import arguments
 from ctxlab.audit.model.one_pass import model
-from ctxlab.audit.model.state import CAPTURE_MODES, OUT_OF_MEMORY
+from ctxlab.audit.model.state import CAPTURE_MODES, OUT_OF_MEMORY, caller_of
 from ctxlab.audit.rules.rule import NO_CLAIM, Rule
 from ctxlab.tracing.fields import launch_shape
 
@@ -261,8 +261,6 @@ OUT_OF_MEMORY_RULE = Rule(
 
 
 def _allocator(s: Stream, made: dict) -> str:
-    from ctxlab.audit.model.state import caller_of
-
     outer = s.enclosing_runtime(made)
     library, _ = caller_of(outer or made, s)
     if library == "the CUDA runtime" and outer is not None:

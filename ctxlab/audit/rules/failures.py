@@ -11,7 +11,7 @@ from ctxlab.audit.model import causes
 from ctxlab.audit.model.causes import Cause, missing
 from ctxlab.audit.model.one_pass import model
 from ctxlab.audit.model.state import STICKY
-from ctxlab.audit.rules.probes import is_probe
+from ctxlab.audit.rules.probes import is_probe, probe_of
 from ctxlab.audit.rules.rule import NO_CLAIM, Rule
 from ctxlab.audit.rules.settings import settings_cause
 
@@ -154,8 +154,6 @@ FAILED_CALL_RULE = Rule(
 def probes(s: Stream) -> list[dict]:
     """The failing calls libraries made on purpose and handled, grouped: (library, call, status, count, why)."""
     m = model(s)
-    from ctxlab.audit.rules.probes import probe_of
-
     out: dict[tuple, dict] = {}
     for e in s.calls:
         state = m.states.get(id(e))

@@ -4,6 +4,7 @@ stream order."""
 
 from __future__ import annotations
 
+from ctxlab.audit.child.exchange import HANDOVER, pending_work
 from ctxlab.audit.engine import Hit, Stream, thread_of
 from ctxlab.audit.events import DRIVER_EVENT_RECORD_PREFIXES
 from ctxlab.audit.model import causes
@@ -135,8 +136,6 @@ NON_PRIMARY_CURRENT_RULE = Rule(
 def unordered_handover(s: Stream) -> list[Hit]:
     """An array handed between libraries (DLPack, ``__cuda_array_interface__``: the audit's hand-over notes)
     while launches on another stream were not ordered before it."""
-    from ctxlab.audit.child.exchange import HANDOVER, pending_work
-
     hits = []
     for e in s.observed:
         if e.get("name") != HANDOVER:
