@@ -36,16 +36,23 @@ cupy.cuda.Device().synchronize()
 loop = time.perf_counter() - t
 print(f"loop {loop / launches * 1e6:.3f} us/launch {loop:.2f} s; ended at {time.time():.3f}", flush=True)
 """
-# The audit's own process: its peak memory and the moment it is done, written as it exits (atexit runs after
-# Click's sys.exit, so after the report is written).
+# The audit's own process: its peak memory and the moment it is done, written once the command has ended (its
+# report out). ctxlab's console entry ends an audited run with os._exit, past any atexit handler, so the command
+# group is called here directly and the figures written before the same os._exit.
 WRAPPER = """
-import atexit, resource, runpy, sys, time
-def said():
+import os, resource, sys, time
+from ctxlab.cli import cli
+code = 0
+try:
+    cli(prog_name="ctxlab")
+except SystemExit as done:
+    code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+finally:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    sys.stdout.flush()
     sys.stderr.write(f"parent peak {rss:.1f} MiB; done at {time.time():.3f}\\n")
-atexit.register(said)
-sys.argv[0] = "ctxlab"
-runpy.run_module("ctxlab", run_name="__main__")
+    sys.stderr.flush()
+os._exit(code)
 """
 
 
