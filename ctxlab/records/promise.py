@@ -4,11 +4,12 @@ that judged fewer claims than its level promises there, is not a healthy run).
 A lab's run at check level L promises each claim of the lab whose lowest level is at most L, less those whose
 skip the run's own environment record bears out (``skips.borne_out``: fewer GPUs than the lab needs by the GPU
 count it records, a library it records as missing or failing, with its import error). Only the labs a check ran
-promise anything (``--only``, else every lab). A run keeps its promise where every promised claim has a verdict
-other than ``skipped`` or ``unjudged`` (an ``error`` counts as judged: it fails the run by itself). It does not
-where a promised claim is missing from the results, is left ``unjudged``, or is ``skipped`` for a reason the
-record cannot bear out (a feature unsupported here, a precondition that did not hold, an untraced run: the
-run's word alone).
+promise anything (``--only``, else every lab), and a claim the node's own software answered is not promised there
+(``ANSWERED_HERE``: a feature its driver, runtime or library lacks, a promise whose precondition did not hold). A
+run keeps its promise where every promised claim has a verdict other than ``skipped`` or ``unjudged`` (an
+``error`` counts as judged: it fails the run by itself). It does not where a promised claim is missing from the
+results, is left ``unjudged``, or is ``skipped`` for any other reason the record cannot bear out (an untraced
+run, a claim none of whose scenarios was selected, two GPUs without peer access: the run's word alone).
 
 Which claims a lab declares is the catalogue's (``ctxlab.labs``), which this package does not read: ``check``
 gives it as ``Declared`` for each lab and GPU it selected (``ctxlab.suite.declared``), so that a lab that
