@@ -53,6 +53,14 @@ def test_a_check_that_judged_what_its_level_promises_is_healthy_and_one_claim_sh
     # (ctxlab status reads the file alone, whose runs declare what they recorded: the catalogue is the check's)
 
 
+def test_a_lower_level_promises_only_its_own_claims(fake_registry, tmp_path):
+    """At level 1 the claims above it are unjudged by design (with their level): not promised, no alarm."""
+    done, metrics, path = check(tmp_path, "--only", "levelled", "--level", "1")
+    assert done.exit_code == 0 and "short of its promise" not in done.output, done.output
+    assert "ctxlab_claims_promised 1" in metrics and "ctxlab_claims_judged 1" in metrics
+    assert status_of(path)[0] == 0
+
+
 def test_a_promised_claim_left_unjudged_is_short(fake_registry, monkeypatch, tmp_path):
     # judged as a level 1 run would be, recorded as the level 3 run it was: two promised claims left unjudged
     judging(monkeypatch, lambda real, claims, observations, ran, level, **kwargs: real(claims, observations, ran, 1))
