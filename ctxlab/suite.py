@@ -24,7 +24,7 @@ from ctxlab.labs import LABS, UnknownLab, get_lab
 from ctxlab.levels import FULL
 from ctxlab.records.evidence import normalize, normalize_undefined, version_changes
 from ctxlab.records.model import LabResult
-from ctxlab.records.promise import Declared
+from ctxlab.records.promise import Declared, run_key
 
 
 def _error_result(name: str, device: int, exc: BaseException, seconds: float) -> LabResult:
@@ -176,26 +176,22 @@ def level_differences(lower: list[LabResult], full: list[LabResult]) -> list[dic
     """Where a run at a lower check level decided otherwise than the full check on the same machine: every
     claim the lower level judged whose verdict differs (evidence differs by design: fewer repeats), and every
     claim it judged that the full check lacks. ``[]`` is the promise each level keeps."""
-    by_key = {_key(r): {c.id: c.verdict for c in r.claims} for r in full}
+    by_key = {run_key(r): {c.id: c.verdict for c in r.claims} for r in full}
     out = []
     for run in lower:
-        verdicts = by_key.get(_key(run), {})
+        verdicts = by_key.get(run_key(run), {})
         for claim in run.claims:
             if claim.verdict == "unjudged":
                 continue
             was = verdicts.get(claim.id)
             if was != claim.verdict:
-                out.append({"lab": run.lab, "device": _key(run)[1], "claim": claim.id, "level": _level(run),
+                out.append({"lab": run.lab, "device": run_key(run)[1], "claim": claim.id, "level": _level(run),
                             "verdict": claim.verdict, "full_check": was or "missing"})
     return out
 
 
-def _key(run: LabResult) -> tuple:
-    return (run.lab, run.environment.get("device", run.options.get("device", 0)))
-
-
 def _change(run: LabResult, item: str, change: str, **values: str) -> dict:
-    return {"lab": run.lab, "device": _key(run)[1], "item": item, "change": change, **values}
+    return {"lab": run.lab, "device": run_key(run)[1], "item": item, "change": change, **values}
 
 
 def claims_whose_error_varies(run: LabResult, registry: dict[str, str] | None = None) -> set[str]:
@@ -233,7 +229,7 @@ def changes(base: list[LabResult], now: list[LabResult], evidence: str = "observ
     nor evidence or scenarios (a lower level runs fewer repeats by design). Sorted by lab, device and item."""
     if evidence not in ("observed", "all"):
         raise ValueError(f"evidence must be 'observed' or 'all', not {evidence!r}")
-    before, after = {_key(r): r for r in base}, {_key(r): r for r in now}
+    before, after = {run_key(r): r for r in base}, {run_key(r): r for r in now}
     out = [_change(r, r.lab, "run missing", was=f"{len(r.claims)} claims") for k, r in before.items() if k not in after]
     out += [_change(r, r.lab, "new run", now=f"{len(r.claims)} claims") for k, r in after.items() if k not in before]
     for key in before.keys() & after.keys():

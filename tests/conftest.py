@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -30,8 +31,6 @@ def run_alone_only(config, items) -> None:
     """Where the each-file-alone test is in the session (and not skipped), the files marked ``alone`` run there
     only, each in a pytest of its own, and are not run a second time in the session: they are the heaviest (their
     tests start fresh processes, or property tests), and a file run alone is the stronger test of the two."""
-    import os
-
     if os.environ.get("CTXLAB_SKIP_ALONE") == "1" or not any(i.nodeid.endswith(ALONE_TEST) for i in items):
         return
     deselected = [i for i in items if i.get_closest_marker("alone") is not None]
