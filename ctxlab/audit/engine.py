@@ -316,25 +316,6 @@ class Stream:
                 return call
         return None
 
-    def had_context_before(self, tid: Any, before: int) -> bool:
-        """Whether any call on the thread before this time ran with a context current."""
-        for e in self.by_tid.get(tid, ()):
-            if e.get("start", 0) >= before:
-                break
-            if e.get("domain") not in NOT_CALLS and e.get("context"):
-                return True
-        return False
-
-    def last_context(self, tid: Any, before: int) -> int:
-        """The context the thread had with its last call that started before this time (0: none)."""
-        handle = 0
-        for e in self.by_tid.get(tid, ()):
-            if e.get("start", 0) >= before:
-                break
-            if e.get("domain") not in NOT_CALLS:
-                handle = e.get("context") or 0
-        return handle
-
     def nearby_stack(self, event: dict) -> list:
         """The stack of the last event on the thread, at or before this one, that has one."""
         starts, items = self._with_stacks(event.get("tid"))

@@ -87,15 +87,15 @@ def test_no_context_quiet_beneath_a_runtime_call():
 
 # ---------------------------------------------------------------- destroyed-while-current
 
-def destroyed_stream(destroyer=MAIN, holder_ctx=CREATED) -> Events:
+def destroyed_stream(destroyer=MAIN, holder_ctx=CREATED, failing_ctx=None) -> Events:
     ev = Events()
     ev.driver("cuCtxCreate_v4", 10, end=30, context=CREATED, line=20)
     ev.resource("CONTEXT_CREATED", 20, context=CREATED, line=20)
     ev.driver("cuCtxPushCurrent_v2", 40, tid=WORKER, context=holder_ctx, line=26)
     ev.driver("cuCtxDestroy_v2", 50, end=70, tid=destroyer, context=0, line=33)
     ev.resource("CONTEXT_DESTROY_STARTING", 60, tid=destroyer, context=CREATED, line=33)
-    ev.driver("cuCtxSynchronize", 80, tid=WORKER, context=holder_ctx, status="CUDA_ERROR_CONTEXT_IS_DESTROYED",
-              line=29)
+    ev.driver("cuCtxSynchronize", 80, tid=WORKER, context=holder_ctx if failing_ctx is None else failing_ctx,
+              status="CUDA_ERROR_CONTEXT_IS_DESTROYED", line=29)
     return ev
 
 
@@ -112,6 +112,15 @@ def test_destroyed_while_current_quiet_when_destroyed_on_the_same_thread():
 
 def test_destroyed_while_current_quiet_when_the_thread_held_another_context():
     assert not [f for f in judge(destroyed_stream(holder_ctx=OTHER).events) if f.rule == "destroyed-while-current"]
+
+
+def test_destroyed_while_current_known_from_the_threads_last_call_when_the_failing_one_names_no_context():
+    """The failing call records no context (the driver no longer reports the destroyed one): the thread's last
+    call before the destroy says which context it had."""
+    (f,) = only(judge(destroyed_stream(failing_ctx=0).events), "destroyed-while-current")
+    assert f.thread == "worker" and str(f.location) == "app.py:29"
+    assert not [f for f in judge(destroyed_stream(holder_ctx=OTHER, failing_ctx=0).events)
+                if f.rule == "destroyed-while-current"]
 
 
 # ---------------------------------------------------------------- primary-released-under-runtime

@@ -33,6 +33,7 @@ class Models:
         for e in events:
             self.order.feed(e)
             if e.get("domain") not in NOT_CALLS:
+                self.state.saw(e)
                 replay(self.state, self.stream, e, self._runtime_device)
 
     def finish(self) -> None:

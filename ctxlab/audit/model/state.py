@@ -193,16 +193,35 @@ class Model:
     groups: dict[int, int] = field(default_factory=dict)  # id(failing call) -> id of the first call of its failure
     members: dict[int, list[dict]] = field(default_factory=dict)  # id(first call) -> every call of that failure
     changes: dict = field(default_factory=dict)  # tid -> [Change] in time order: what made each context current
+    _change_ats: dict = field(default_factory=dict)  # tid -> the changes' times (current_change bisects them)
     _stacks: dict = field(default_factory=dict)  # tid -> [(context, the change that put it there)] while replaying
+    # tid -> (starts, contexts) of its calls in time order: the context the callback saw current at each call
+    _seen: dict[object, tuple[list[int], list[int]]] = field(default_factory=dict)
+    _first_seen: dict[object, int] = field(default_factory=dict)  # tid -> start of its first call with a context
 
     def current_change(self, tid, at: int) -> Change | None:
         """The last change of the thread's current context before time ``at`` (what left it current then)."""
-        found = None
-        for change in self.changes.get(tid, ()):
-            if change.at >= at:
-                break
-            found = change
-        return found
+        i = bisect.bisect_left(self._change_ats.get(tid, ()), at)
+        return self.changes[tid][i - 1] if i else None
+
+    def saw(self, e: dict) -> None:
+        """A call, in time order: the context current at it, as the callback recorded it."""
+        tid, at, ctx = e.get("tid"), e.get("start", 0), e.get("context") or 0
+        starts, contexts = self._seen.setdefault(tid, ([], []))
+        starts.append(at)
+        contexts.append(ctx)
+        if ctx and tid not in self._first_seen:
+            self._first_seen[tid] = at
+
+    def had_context_before(self, tid, before: int) -> bool:
+        """Whether any call on the thread before this time ran with a context current."""
+        return self._first_seen.get(tid, before) < before
+
+    def last_context(self, tid, before: int) -> int:
+        """The context the thread had with its last call that started before this time (0: none)."""
+        starts, contexts = self._seen.get(tid, ([], []))
+        i = bisect.bisect_left(starts, before)
+        return contexts[i - 1] if i else 0
 
     def failure_of(self, event: dict) -> list[dict]:
         """Every call of the one failure this call belongs to (a runtime call, the driver calls beneath it that
@@ -398,6 +417,7 @@ def _changed(m: Model, s: Stream, e: dict, name: str, args: dict) -> None:
     if stack and how in ("push", "create", "set"):
         stack[-1] = (stack[-1][0], cause)
     m.changes.setdefault(tid, []).append(change)
+    m._change_ats.setdefault(tid, []).append(at)
 
 
 def _covered(s: Stream, e: dict) -> bool:

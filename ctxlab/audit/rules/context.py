@@ -41,7 +41,7 @@ def no_context(s: Stream) -> list[Hit]:
             continue
         if e.get("name", "").startswith(CONTEXT_QUERIES) or by_runtime(s, e):
             continue  # a probe, or the runtime asking beneath its own call (it binds a context next)
-        if e.get("tid") in seen or s.had_context_before(e.get("tid"), e.get("start", 0)):
+        if e.get("tid") in seen or model(s).had_context_before(e.get("tid"), e.get("start", 0)):
             continue
         seen.add(e.get("tid"))
         hits.append(Hit(e, f"{e['name']} returned {INVALID_CONTEXT} on thread {thread_of(e)}, which never had a "
@@ -90,7 +90,7 @@ def destroyed_while_current(s: Stream) -> list[Hit]:
             if d.get("tid") == e.get("tid"):
                 continue
             handle = d["context"]
-            if e.get("context") != handle and s.last_context(e.get("tid"), d.get("start", 0)) != handle:
+            if e.get("context") != handle and model(s).last_context(e.get("tid"), d.get("start", 0)) != handle:
                 continue
             if (e.get("tid"), handle) in seen:
                 break
