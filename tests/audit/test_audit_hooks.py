@@ -7,7 +7,8 @@ import struct
 import pytest
 
 from ctxlab.audit import judge
-from ctxlab.audit.model.hooks import FOREIGN_POINTER, GREEN_CONTEXT, Allocations, AuditHooks
+from ctxlab.audit.model.hooks import FOREIGN_POINTER, GREEN_CONTEXT, AuditHooks
+from ctxlab.audit.model.memory import Memory
 
 PRIMARY, CREATED = 0x1D2154D0, 0x7F00AA00
 BASE_A, BASE_B = 0x7F1000000000, 0x7F2000000000
@@ -109,7 +110,7 @@ def test_free_and_reuse_of_an_address_by_another_context(setup):
     allocate(calls, BASE_A, 4096, CREATED)  # the address again, now the created context's
     launch(calls, CREATED, [carray(BASE_A, 8), carray(BASE_B, 8)])
     assert noted(hooks, calls) == []
-    assert hooks.allocations.find(BASE_A)[2] == CREATED
+    assert hooks.allocations.outer(BASE_A).context == CREATED
 
 
 def test_a_failed_allocation_is_not_kept_and_pitch_sizes_are_pitch_times_height(setup):
@@ -118,7 +119,7 @@ def test_a_failed_allocation_is_not_kept_and_pitch_sizes_are_pitch_times_height(
     calls.add("cuMemAllocPitch_v2", CREATED, args={"ptr": BASE_B, "pitch": 512, "height": 10})
     hooks.annotate(calls.events)
     assert hooks.allocations.count == 1
-    assert hooks.allocations.find(BASE_B + 5119)[2] == CREATED and hooks.allocations.find(BASE_B + 5120) is None
+    assert hooks.allocations.outer(BASE_B + 5119).context == CREATED and hooks.allocations.outer(BASE_B + 5120) is None
 
 
 def test_the_extra_buffer_is_read_as_parameter_minus_one(setup):
@@ -158,12 +159,12 @@ def test_what_the_replay_notes_is_judged(setup):
 
 
 def test_allocations_overlapping_a_new_one_are_dropped():
-    allocations = Allocations()
-    allocations.add(100_000, 1000, PRIMARY)
-    allocations.add(101_000, 1000, PRIMARY)
-    allocations.add(100_500, 1000, CREATED)  # overlaps both: their memory was freed unseen
-    assert allocations.find(100_000) is None and allocations.find(101_400)[2] == CREATED
-    assert allocations.owners == {CREATED: 1}
+    allocations = Memory(history=False)
+    allocations.allocated(100_000, 1000, {"context": PRIMARY, "start": 1})
+    allocations.allocated(101_000, 1000, {"context": PRIMARY, "start": 2})
+    allocations.allocated(100_500, 1000, {"context": CREATED, "start": 3})  # overlaps both: freed unseen
+    assert allocations.outer(100_000) is None and allocations.outer(101_400).context == CREATED
+    assert [b.context for b in allocations.blocks] == [CREATED] and allocations.made == []
 
 
 def test_a_destroyed_context_takes_its_allocations_out_of_the_map(setup):
@@ -172,9 +173,9 @@ def test_a_destroyed_context_takes_its_allocations_out_of_the_map(setup):
     allocate(calls, BASE_B, 64, CREATED)
     calls.add("cuCtxDestroy_v2", PRIMARY, status="CUDA_ERROR_INVALID_CONTEXT", args={"ctx": CREATED})
     hooks.annotate(calls.events)
-    assert hooks.allocations.find(BASE_B)[2] == CREATED  # it failed: nothing changed
+    assert hooks.allocations.outer(BASE_B).context == CREATED  # it failed: nothing changed
     calls.events = []
     calls.add("cuCtxDestroy_v2", PRIMARY, args={"ctx": CREATED})
     hooks.annotate(calls.events)
-    assert hooks.allocations.find(BASE_B) is None and hooks.allocations.find(BASE_A)[2] == PRIMARY
-    assert hooks.allocations.owners == {PRIMARY: 1}
+    assert hooks.allocations.outer(BASE_B) is None and hooks.allocations.outer(BASE_A).context == PRIMARY
+    assert [b.context for b in hooks.allocations.blocks] == [PRIMARY]

@@ -336,7 +336,7 @@ def test_every_launch_keeps_its_arguments_once_per_distinct_bytes(launches):
     events = [e for e in t.drain() if e["name"] == "cuLaunchKernel"]
     assert ["arguments" in e for e in events] == [True, True, True]
     assert events[0]["arguments"] == events[1]["arguments"] != events[2]["arguments"]
-    from ctxlab.audit.model.hooks import arguments
+    from ctxlab.audit.model.memory import arguments
 
     kept = arguments(events[0]["arguments"])
     assert [(i, len(raw)) for i, raw in kept] == [(0, 32), (1, 32)]  # the 4-byte int is not an address

@@ -21,84 +21,26 @@ found is added as events of domain ``audit`` with the launch's stack; the rules 
 
 from __future__ import annotations
 
-import bisect
 import struct
 import threading
 
 from ctxlab.audit.events import HOOKED_ALLOCATIONS, HOOKED_FREES, HOOKED_LAUNCHES
+from ctxlab.audit.model.memory import MIN_ADDRESS, Memory, allocation_size, arguments
 
 _U64 = struct.Struct("<Q")
 GREEN = "cuCtxFromGreenCtx"  # (CUcontext *pContext, CUgreenCtx hCtx)
 DESTROY = "cuCtxDestroy_v2"  # (CUcontext ctx)
-MIN_ADDRESS = 1 << 16  # smaller words are counts, flags and sizes: no allocation lies there
 INSPECTED_KEPT = 1 << 16  # distinct launches remembered as inspected
 
 FOREIGN_POINTER = "KERNEL_ARGUMENT_IN_ANOTHER_CONTEXT"
 GREEN_CONTEXT = "GREEN_CONTEXT"
 
 
-class Allocations:
-    """Address ranges of the live allocations seen, each with its owner context, in address order."""
-
-    def __init__(self) -> None:
-        self._items: list[tuple[int, int, int, int]] = []  # (base, end, context, correlation id)
-        self._lock = threading.Lock()
-        self.owners: dict[int, int] = {}  # context -> live allocations
-        self.count = 0  # allocations seen
-
-    def add(self, base: int, size: int, context: int, correlation: int = 0) -> None:
-        """A new allocation; any entry overlapping it is gone (its memory was freed, maybe with its context)."""
-        end = base + max(size, 1)
-        with self._lock:
-            items = self._items
-            i = bisect.bisect_left(items, (base,))
-            while i > 0 and items[i - 1][1] > base:
-                i -= 1
-            while i < len(items) and items[i][0] < end:
-                self._forget(items.pop(i))
-            bisect.insort(items, (base, end, context, correlation))
-            self.owners[context] = self.owners.get(context, 0) + 1
-            self.count += 1
-
-    def free(self, base: int) -> None:
-        """The allocation starting at ``base`` was freed."""
-        with self._lock:
-            i = bisect.bisect_left(self._items, (base,))
-            if i < len(self._items) and self._items[i][0] == base:
-                self._forget(self._items.pop(i))
-
-    def _forget(self, item: tuple[int, int, int, int]) -> None:
-        left = self.owners.get(item[2], 0) - 1
-        if left > 0:
-            self.owners[item[2]] = left
-        else:
-            self.owners.pop(item[2], None)
-
-    def find(self, address: int) -> tuple[int, int, int, int] | None:
-        """The allocation holding ``address``, or None."""
-        with self._lock:  # another thread may be adding or freeing
-            items = self._items
-            i = bisect.bisect_right(items, (address, 1 << 64))
-            if i:
-                item = items[i - 1]
-                if item[0] <= address < item[1]:
-                    return item
-        return None
-
-    def drop_context(self, context: int) -> None:
-        """Every allocation of ``context``: it was destroyed, and its memory with it."""
-        with self._lock:
-            kept = [item for item in self._items if item[2] != context]
-            if len(kept) != len(self._items):
-                self._items = kept
-                self.owners.pop(context, None)
-
-
 class AuditHooks:
     """Replays the calls' kept parameters: the allocation map, launches' foreign pointers, green handles."""
 
     def __init__(self) -> None:
-        self.allocations = Allocations()
+        self.allocations = Memory(history=False)  # the live allocations, each with its context (memory.py)
         self._lock = threading.Lock()
         self._inspected: set[tuple] = set()  # (function, context, argument bytes) inspected: once each
         self.stats = {"launch_callbacks": 0, "launches_inspected": 0, "foreign_arguments": 0,
@@ -133,9 +75,11 @@ class AuditHooks:
                 args = e.get("args") or {}
                 if kind == 1:
                     if args.get("ptr") and e.get("context"):
-                        self.allocations.add(args["ptr"], allocation_size(args), e["context"], e.get("correlation", 0))
+                        self.allocations.allocated(args["ptr"], allocation_size(args), e)
                 elif kind == 0:
-                    self.allocations.free(args.get("ptr", 0))
+                    freed = self.allocations.outer(args.get("ptr", 0))
+                    if freed is not None and freed.base == args.get("ptr"):
+                        self.allocations.remove(freed, e)
                 elif kind == 2:
                     self.allocations.drop_context(args.get("ctx", 0))
                 elif kind == 3:
@@ -169,10 +113,10 @@ class AuditHooks:
                 value = _U64.unpack_from(raw, offset)[0]
                 if value < MIN_ADDRESS:
                     continue
-                found = self.allocations.find(value)
-                if found is None or found[2] == context:
+                found = self.allocations.outer(value)
+                if found is None or found.context == context:
                     continue
-                base, end, owner, correlation = found
+                base, end, owner, correlation = found.base, found.end, found.context, found.made.get("correlation", 0)
                 self.stats["foreign_arguments"] += 1
                 out.append(self._note(e, FOREIGN_POINTER, launch=e["name"], context=context,
                                       context_uid=int(e.get("context_uid") or 0),
@@ -180,19 +124,3 @@ class AuditHooks:
                                       offset=offset, pointer=value, base=base, size=end - base, owner=owner,
                                       allocation_correlation=correlation))
         return out
-
-
-def allocation_size(args: dict) -> int:
-    """An allocation's size from its call's kept parameters (cuMemAllocPitch: pitch times height)."""
-    return args.get("pitch", 0) * args.get("height", 0) if "pitch" in args else args.get("size", 0)
-
-
-def arguments(blob: bytes) -> list[tuple[int, bytes]]:
-    """A launch's kept arguments: (parameter index, its bytes); index -1 is the packed ``extra`` buffer."""
-    out, at = [], 0
-    while at + 8 <= len(blob):
-        index, size = struct.unpack_from("<II", blob, at)
-        raw = blob[at + 8:at + 8 + size]
-        out.append((-1 if index == 0xFFFFFFFF else index, raw))
-        at += 8 + size
-    return out

@@ -25,8 +25,11 @@ class Models:
 
     stream: Stream
     state: Model
-    order: Ordering = field(default_factory=Ordering)
+    order: Ordering = field(init=False)
     _runtime_device: dict = field(default_factory=dict)  # tid -> the device cudaSetDevice last chose there
+
+    def __post_init__(self) -> None:
+        self.order = Ordering(memory=self.state.memory)  # one allocation map for both
 
     def feed(self, events: Iterable[dict]) -> None:
         """Events of the stream, in its (time) order: each taken once by both models."""

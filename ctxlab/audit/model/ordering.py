@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 
 from ctxlab.audit import events as calls
 from ctxlab.audit.events import LIBRARY_WAIT, POOL_ALLOC, POOL_FREE, RECORD_STREAM
-from ctxlab.audit.model.ordering_memory import Block, Clock, Memory, Timeline, Use
+from ctxlab.audit.model.memory import Block, Clock, Memory, Timeline, Use, allocation_size
 
 LEGACY_HANDLES = (0, 1)  # NULL and CU_STREAM_LEGACY
 PER_THREAD = 2  # CU_STREAM_PER_THREAD / cudaStreamPerThread
@@ -126,12 +126,12 @@ def describe(timeline: Timeline) -> str:
 class Ordering:
     """The happens-before model, fed the recorded calls and the hooks' notes in time order (``feed``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, memory: Memory | None = None) -> None:
         self.host: Clock = {}
         self.streams: dict[Timeline, Stream] = {}
         self.generations: dict[int, int] = {}
         self.events: dict[int, Event] = {}
-        self.memory = Memory()
+        self.memory = memory if memory is not None else Memory(history=False)  # the one pass shares the state's
         self.graphs: dict[int, list[tuple[Block, bool, dict]]] = {}  # CUgraph and CUgraphExec -> captured uses
         self.hazards: list[Hazard] = []
         self._pending: list[tuple[int, int, Clock]] = []  # (end time, seq, clock): syncs not yet returned
@@ -291,8 +291,7 @@ class Ordering:
             if block is not None:
                 self.memory.remove(block, e)  # after the device finished: nothing still uses it
         elif name in calls.ALLOCS:
-            size = int(args.get("size") or 0) or int(args.get("pitch") or 0) * int(args.get("height") or 0)
-            self.memory.allocated(int(args.get("ptr") or 0), size, e)
+            self.memory.allocated(int(args.get("ptr") or 0), allocation_size(args), e)
         elif name in calls.ASYNC_ALLOCS:
             s = self.stream(e, args.get("stream"))
             self.memory.allocated(int(args.get("ptr") or 0), int(args.get("size") or 0), e, stream=s.timeline)
@@ -402,8 +401,8 @@ class Ordering:
     def _graph_launch(self, e: dict, s: Stream, args: dict) -> None:
         tick = self._issue(s)
         for block, write, captured in self.graphs.get(int(args.get("exec") or 0), ()):
-            if block.freed is not None:
-                self._hazard(GRAPH_FREED, e, block.freed, block, captured=captured)
+            if block.gone is not None:
+                self._hazard(GRAPH_FREED, e, block.gone, block, captured=captured)
             else:
                 self._touch(s, tick, e, block, write, None)
 

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 
 from ctxlab.audit.engine import ANSWERS as ANSWERS  # the one definition of an answer, re-exported
 from ctxlab.audit.engine import Stream, end_of, failed, ok_or_pending
+from ctxlab.audit.events import ALLOCS, ASYNC_ALLOCS, base_name
 from ctxlab.audit.model.call_roles import roles as roles_of
 from ctxlab.audit.model.facts import Facts
-from ctxlab.audit.model.hooks import allocation_size
+from ctxlab.audit.model.memory import Block, Memory, allocation_size
 
 # Errors that poison a context: every later call into it returns the same error (the Driver API's list of
 # "the context cannot be used anymore, and must be destroyed" statuses, and the runtime's names for them).
@@ -51,22 +52,6 @@ class Handle:
     made: dict
     gone: dict | None = None  # the call that destroyed or unloaded it (a function: its module's unload)
     parent: int = 0  # a function's module (cuModuleGetFunction's hmod), 0 where not known
-
-
-@dataclass
-class Block:
-    """An allocation: its address range, context, the call that made it and the one that freed it."""
-
-    base: int
-    end: int
-    context: int
-    made: dict
-    freed: dict | None = None
-
-    @property
-    def size(self) -> int:
-        """Its size in bytes."""
-        return self.end - self.base
 
 
 @dataclass
@@ -183,13 +168,11 @@ class Model:
     facts: Facts
     states: dict[int, CallState] = field(default_factory=dict)  # id(event) -> state, for every failing call
     handles: dict[tuple[str, int], list[Handle]] = field(default_factory=dict)
-    blocks: list[Block] = field(default_factory=list)
+    memory: Memory = field(default_factory=Memory)  # the one allocation map, shared with the ordering model
     captures: list[Capture] = field(default_factory=list)
     sticky: dict[int, dict] = field(default_factory=dict)  # context -> its first sticky error
     launches: dict[int, list[dict]] = field(default_factory=dict)  # context -> launches that returned success
     synced: dict[int, list[int]] = field(default_factory=dict)  # context -> times of successful full syncs
-    _bases: list[int] = field(default_factory=list)  # the blocks' base addresses, sorted (block() bisects them)
-    _by_base: dict[int, list[Block]] = field(default_factory=dict)
     groups: dict[int, int] = field(default_factory=dict)  # id(failing call) -> id of the first call of its failure
     members: dict[int, list[dict]] = field(default_factory=dict)  # id(first call) -> every call of that failure
     changes: dict = field(default_factory=dict)  # tid -> [Change] in time order: what made each context current
@@ -251,24 +234,15 @@ class Model:
                 found = h
         return found
 
+    @property
+    def blocks(self) -> list[Block]:
+        """Every allocation made while tracing, live or freed, in the order made."""
+        return self.memory.made
+
     def block(self, address: int, at: int) -> Block | None:
         """The allocation (live or freed before ``at``) that held ``address`` last before ``at``: made by a call
         that had returned by then."""
-        found = None
-        i = bisect.bisect_right(self._bases, address)
-        for base in self._bases[max(0, i - 16):i][::-1]:  # the nearest bases below the address
-            for b in self._by_base[base]:
-                if b.base <= address < b.end and end_of(b.made) <= at and (
-                        found is None or end_of(b.made) > end_of(found.made)):
-                    found = b
-        return found
-
-    def add_block(self, block: Block) -> None:
-        """A new allocation."""
-        self.blocks.append(block)
-        if block.base not in self._by_base:
-            bisect.insort(self._bases, block.base)
-        self._by_base.setdefault(block.base, []).append(block)
+        return self.memory.allocation_at(address, at)
 
     def launches_before(self, context: int, at: int, limit: int = 6) -> list[dict]:
         """The launches into ``context`` after its last successful full synchronisation before ``at``, newest
@@ -377,8 +351,11 @@ def replay(m: Model, s: Stream, e: dict, runtime_device: dict) -> None:
                     for h in made if other == "function" else ():
                         if h.parent == args[key] and h.gone is None and end_of(h.made) <= at:
                             h.gone = e
-    if roles.alloc and args.get("ptr") and not nested_duplicate(s, e):
-        m.add_block(Block(args["ptr"], args["ptr"] + max(allocation_size(args), 1), ctx, e))
+    if roles.alloc and args.get("ptr"):  # the runtime's and the driver's beneath it are one block (memory.py)
+        # the ordering follows device memory the program allocated (not pinned host memory, not the runtime's own)
+        device = base_name(name) in ALLOCS or base_name(name) in ASYNC_ALLOCS
+        m.memory.allocated(args["ptr"], allocation_size(args), e,
+                           live=device and e.get("status") is not None and e.get("from") != "callback")
     elif roles.free and args.get("ptr"):
         block = m.block(args["ptr"], end_of(e))
         if block is not None and block.freed is None and block.base == args["ptr"]:
@@ -424,18 +401,6 @@ def _covered(s: Stream, e: dict) -> bool:
     """A driver call made beneath a runtime call that stands for it (the runtime's launch, its capture)."""
     outer = s.enclosing_runtime(e)
     return outer is not None
-
-
-def nested_duplicate(s: Stream, e: dict) -> bool:
-    """A runtime allocation's own cudaMalloc record beside the driver's cuMemAlloc beneath it: keep the driver's
-    (its context is exact)."""
-    if e.get("domain") != "runtime":
-        return False
-    items = s.by_tid.get(e.get("tid"), [])
-    starts = s.starts_of(e.get("tid"))
-    i = bisect.bisect_left(starts, e.get("start", 0))
-    j = bisect.bisect_right(starts, end_of(e))
-    return any(c.get("name", "").startswith("cuMemAlloc") and ok_or_pending(c) for c in items[i:j])
 
 
 def _state(m: Model, s: Stream, e: dict, runtime_device: dict) -> CallState:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ctxlab.audit.engine import Hit, Stream, ok_or_pending, place_of, thread_of
 from ctxlab.audit.model.causes import Cause, handle_gone, missing, on
-from ctxlab.audit.model.hooks import arguments
+from ctxlab.audit.model.memory import arguments
 from ctxlab.audit.model.one_pass import model
 from ctxlab.audit.model.state import CAPTURE_MODES, OUT_OF_MEMORY, caller_of
 from ctxlab.audit.rules.rule import NO_CLAIM, Rule
