@@ -1,11 +1,11 @@
-"""The one pass: each recorded event of a stream taken once, in time order, by both models together: the state
-model's replay (``state.replay``: contexts, handles, allocations, failing calls) and the ordering model
+"""The one pass: each recorded event of a stream taken once, in time order, by the facts and both models together:
+the state model's replay (``state.replay``: contexts, handles, allocations, failing calls) and the ordering model
 (``ordering.Ordering.feed``: what happens before what). ``models(s)`` builds them for a stream, once, and keeps
 them on it; ``model(s)`` and ``ordering(s)`` are the rules' ways in.
 
-The facts the replay classifies contexts by (primary, green, created) are read first, from the stream's indices
-(``facts.facts``); the failures' grouping and the retried allocations are settled after the pass, over the
-failing calls alone.
+The facts (``facts.Facts``: which contexts are primary, green, created, destroyed, which streams and events
+they own) are taken in the same pass; after it, the failing calls' contexts are classified by them and the
+failures' grouping and the retried allocations are settled, over the failing calls alone.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ctxlab.audit.engine import NOT_CALLS, Stream
-from ctxlab.audit.model.facts import facts
 from ctxlab.audit.model.ordering import Ordering
-from ctxlab.audit.model.state import Model, group, replay, retried
+from ctxlab.audit.model.state import Model, classify, group, replay, retried
 
 
 @dataclass
@@ -34,13 +33,17 @@ class Models:
     def feed(self, events: Iterable[dict]) -> None:
         """Events of the stream, in its (time) order: each taken once by both models."""
         for e in events:
+            self.state.facts.take(e, self.stream)
             self.order.feed(e)
             if e.get("domain") not in NOT_CALLS:
                 self.state.saw(e)
                 replay(self.state, self.stream, e, self._runtime_device)
 
     def finish(self) -> None:
-        """After the last event: the failing calls grouped into failures, the retried allocations marked."""
+        """After the last event: the facts' tables in order, the failing calls' contexts classified by them, the
+        failing calls grouped into failures, the retried allocations marked."""
+        self.state.facts.finish()
+        classify(self.state)
         group(self.state, self.stream)
         retried(self.state, self.stream)
 
@@ -49,7 +52,7 @@ def models(s: Stream) -> Models:
     """Both models of this stream (built in one pass, once, kept on it)."""
     known = getattr(s, "_models", None)
     if known is None:
-        known = Models(s, Model(facts=facts(s)))
+        known = Models(s, Model())
         known.feed(s.events)
         known.finish()
         s._models = known  # type: ignore[attr-defined]

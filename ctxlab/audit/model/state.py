@@ -165,7 +165,7 @@ def caller_of(event: dict, stream: Stream) -> tuple[str | None, dict | None]:
 class Model:
     """The replayed state (see the module docstring)."""
 
-    facts: Facts
+    facts: Facts = field(default_factory=Facts)  # fed in the same pass (one_pass.Models)
     states: dict[int, CallState] = field(default_factory=dict)  # id(event) -> state, for every failing call
     handles: dict[tuple[str, int], list[Handle]] = field(default_factory=dict)
     memory: Memory = field(default_factory=Memory)  # the one allocation map, shared with the ordering model
@@ -404,7 +404,7 @@ def _covered(s: Stream, e: dict) -> bool:
 
 
 def _state(m: Model, s: Stream, e: dict, runtime_device: dict) -> CallState:
-    f, args, ctx, at = m.facts, e.get("args") or {}, e.get("context") or 0, e.get("start", 0)
+    args, ctx, at = e.get("args") or {}, e.get("context") or 0, e.get("start", 0)
     handles = []
     for role, kind in HANDLE_ROLES:
         value = args.get(role)
@@ -416,8 +416,19 @@ def _state(m: Model, s: Stream, e: dict, runtime_device: dict) -> CallState:
         if value and not e.get("name", "").startswith(("cuMemAlloc", "cudaMalloc")):
             blocks.append((role, value, m.block(value, at)))
     library, handled = caller_of(e, s)
-    return CallState(event=e, context=ctx, context_kind=_kind(f, ctx), device=f.device.get(ctx),
-                     context_gone=f.destroyed.get(ctx) if ctx and f.destroyed.get(ctx, {}).get("start", 1 << 62) < at
-                     else None, runtime_device=runtime_device.get(e.get("tid")), handles=handles, blocks=blocks,
+    # what kind of context it was, its device and its destroyer are settled after the pass (``classify``)
+    return CallState(event=e, context=ctx, context_kind="unknown", device=None, context_gone=None,
+                     runtime_device=runtime_device.get(e.get("tid")), handles=handles, blocks=blocks,
                      sticky=m.sticky.get(ctx), captures=[c for c in m.captures if c.covers(at)], library=library,
                      handled_by=handled)
+
+
+def classify(m: Model) -> None:
+    """After the pass, with the facts of the whole run: each failing call's context by kind (none, primary,
+    created, green, unknown), its device, and the call that destroyed it before this one."""
+    f = m.facts
+    for state in m.states.values():
+        ctx, at = state.context, state.event.get("start", 0)
+        state.context_kind, state.device = _kind(f, ctx), f.device.get(ctx)
+        gone = f.destroyed.get(ctx) if ctx else None
+        state.context_gone = gone if gone is not None and gone.get("start", 1 << 62) < at else None

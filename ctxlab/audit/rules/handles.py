@@ -9,7 +9,6 @@ from ctxlab.audit.engine import Hit, Stream, thread_of
 from ctxlab.audit.events import DRIVER_EVENT_RECORD_PREFIXES
 from ctxlab.audit.model import causes
 from ctxlab.audit.model.causes import Cause, missing, on
-from ctxlab.audit.model.facts import facts
 from ctxlab.audit.model.one_pass import model
 from ctxlab.audit.rules.rule import Rule
 
@@ -28,7 +27,7 @@ ORDERED_PRODUCERS = ("jax", "jaxlib")
 
 def handle_from_another_context(s: Stream) -> list[Hit]:
     """An event recorded on a stream of another context, or a stream used while another context is current."""
-    f = facts(s)
+    f = model(s).facts
     hits, seen = [], set()
     for e in s.named(DRIVER_EVENT_RECORD_PREFIXES + STREAM_USERS + ("cuEventElapsedTime",)):
         name, args = e.get("name", ""), e.get("args") or {}
@@ -92,7 +91,7 @@ def _handle_cause(s: Stream, e: dict, made: dict) -> Cause:
 def non_primary_current(s: Stream) -> list[Hit]:
     """A runtime library (CuPy, PyTorch, the CUDA runtime itself) made to work, or Numba made to attach, while a
     context the program created with cuCtxCreate was current: they are built for the primary context."""
-    f = facts(s)
+    f = model(s).facts
     hits: list[Hit] = []
     seen: set = set()
     if not f.created:

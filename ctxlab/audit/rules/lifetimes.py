@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from ctxlab.audit.engine import Hit, Stream, succeeded, thread_of
 from ctxlab.audit.model.causes import Cause, missing, on
-from ctxlab.audit.model.facts import facts
 from ctxlab.audit.model.one_pass import model
 from ctxlab.audit.rules.rule import Rule
 
@@ -21,7 +20,7 @@ def _caller(s: Stream, e: dict) -> str:
 def stray_context(s: Stream) -> list[Hit]:
     """A primary context made on a device where no kernel, copy or memset ever ran: it holds GPU memory (and
     the device) for nothing."""
-    f = facts(s)
+    f = model(s).facts
     hits = []
     for ctx, made in f.made.items():
         if ctx not in f.primary or ctx in f.worked or ctx in f.destroyed or ctx in f.green:
@@ -70,7 +69,7 @@ STACK_CALLS = ("cuCtxCreate", "cuCtxPushCurrent", "cuCtxSetCurrent", "cuCtxPopCu
 def context_leak(s: Stream) -> list[Hit]:
     """Contexts pushed and never popped on a thread that ended, a pop that took another context than the
     thread pushed, and created contexts never destroyed."""
-    f = facts(s)
+    f = model(s).facts
     hits: list[Hit] = []
     stacks: dict = {}  # tid -> [(ctx, call that put it there, how: push/create/set, replaced push or None)]
     last_push: dict = {}  # (tid, ctx) -> the last push or create of it on that thread, popped or not
@@ -156,7 +155,7 @@ def _thread_end(s: Stream, tid, ctx: int) -> Cause:
 def used_after_teardown(s: Stream) -> list[Hit]:
     """A call that uses memory, a stream or an event of a context the program destroyed or released to zero
     before (a destructor or an atexit handler running after the teardown)."""
-    f = facts(s)
+    f = model(s).facts
     gone = {ctx: call for ctx, call in f.destroyed.items()
             if call.get("domain") == "driver" or call.get("domain") == "resource"}
     if not gone:

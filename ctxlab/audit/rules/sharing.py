@@ -8,7 +8,6 @@ from __future__ import annotations
 from ctxlab.audit.engine import NOT_CALLS, Hit, Stream, end_of, ok_or_pending, thread_of
 from ctxlab.audit.events import ALLOCATION_PREFIXES
 from ctxlab.audit.model.causes import Cause, missing, on
-from ctxlab.audit.model.facts import green_contexts, primary_handles
 from ctxlab.audit.model.hooks import FOREIGN_POINTER
 from ctxlab.audit.model.one_pass import model
 from ctxlab.audit.rules.context import by_runtime, first_teardown
@@ -127,8 +126,9 @@ def _allocation_call(s: Stream, correlation: object, owner: int) -> dict | None:
 def pointer_from_another_context(s: Stream) -> list[Hit]:
     """A kernel argument holding an address inside memory another context allocated (read by the audit's
     launch hook); not between a green context and the primary context, which share memory by design."""
-    greens = set(green_contexts(s))
-    shared = greens | primary_handles(s.events) if greens else set()
+    f = model(s).facts
+    greens = set(f.green)
+    shared = greens | f.primary if greens else set()
     destroyed = {e.get("context"): e for e in s.resources if e.get("name") == "CONTEXT_DESTROY_STARTING"}
     hits, seen = [], set()
     for e in s.observed:
@@ -207,10 +207,10 @@ def _current_spans(items: list[dict], handles: set) -> list[tuple[int, int, dict
 
 def green_context_on_two_threads(s: Stream) -> list[Hit]:
     """The same green context current on two threads at overlapping times (the driver does not stop it)."""
-    greens = green_contexts(s)
+    greens = model(s).facts.green
     if not greens:
         return []
-    for handle in primary_handles(s.events) & set(greens):
+    for handle in model(s).facts.primary & set(greens):
         greens.pop(handle)  # a green context whose handle is the primary context's cannot be told apart
     if not greens:
         return []
