@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from urllib.parse import quote
 
-from ctxlab.audit.engine import Finding
+from ctxlab.audit.engine import Finding, Stream
 from ctxlab.audit.rules.catalogue import RULES
 from ctxlab.audit.rules.rule import Rule
 from ctxlab.records.schema import AUDIT_SCHEMA
@@ -23,6 +23,27 @@ AUDIT_FORMATS = ("table", "json", "junit", "sarif")
 SCHEMA = AUDIT_SCHEMA
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
+
+
+def thread_rows(stream: Stream) -> list[dict]:
+    """The report's row of each thread that made calls, as it was at the end: its last call, the call it was
+    inside."""
+    run = stream.run
+    inside = {c.tid: c for c in (run.open_calls if run is not None else ())}
+    out = []
+    for tid, items in stream.by_tid.items():
+        calls = [e for e in items if e.get("domain") in ("driver", "runtime")]
+        if not calls:
+            continue
+        last = calls[-1]
+        folded = run.folded_by_thread.get(tid, 0) if run is not None else 0
+        row = {"tid": tid, "thread": last.get("thread", "?"), "calls": len(calls) + folded,
+               "last_call": {"name": last.get("name"), "status": last.get("status"),
+                             "location": (last.get("stack") or [None])[0]}}
+        if tid in inside:
+            row["inside"] = inside[tid].as_dict(run.seconds_inside.get(tid) if run is not None else None)
+        out.append(row)
+    return out
 
 
 def ending_text(result) -> str:

@@ -18,6 +18,7 @@ from ctxlab.audit.child.observe import FORKS
 from ctxlab.audit.engine import Finding, RunInfo, Stream, end_of
 from ctxlab.audit.model.hooks import AuditHooks
 from ctxlab.audit.model.one_pass import model
+from ctxlab.audit.report import thread_rows
 from ctxlab.audit.rules.catalogue import judge_stream
 from ctxlab.audit.rules.failures import kernel_of, probes
 from ctxlab.audit.rules.recording import recording_full_event
@@ -118,26 +119,6 @@ def _stream(sup: Supervised, forks: list[dict], pinned: dict | None = None) -> t
     return Stream(events, forks, exceptions, run=info), hooks
 
 
-def _threads(stream: Stream) -> list[dict]:
-    """Each thread that made calls, as it was at the end: its last call, the call it was inside."""
-    run = stream.run
-    inside = {c.tid: c for c in (run.open_calls if run is not None else ())}
-    out = []
-    for tid, items in stream.by_tid.items():
-        calls = [e for e in items if e.get("domain") in ("driver", "runtime")]
-        if not calls:
-            continue
-        last = calls[-1]
-        folded = run.folded_by_thread.get(tid, 0) if run is not None else 0
-        row = {"tid": tid, "thread": last.get("thread", "?"), "calls": len(calls) + folded,
-               "last_call": {"name": last.get("name"), "status": last.get("status"),
-                             "location": (last.get("stack") or [None])[0]}}
-        if tid in inside:
-            row["inside"] = inside[tid].as_dict(run.seconds_inside.get(tid) if run is not None else None)
-        out.append(row)
-    return out
-
-
 def judge_run(program: str, sup: Supervised, forks: list[dict], pinned: dict | None = None) -> AuditResult:
     """The audit of one supervised run."""
     stream, hooks = _stream(sup, forks, pinned)
@@ -156,7 +137,7 @@ def judge_run(program: str, sup: Supervised, forks: list[dict], pinned: dict | N
         stats["folded"] = folded
     return AuditResult(program=program, exit_status=sup.ending.status, findings=findings, stats=stats, forks=forks,
                        exceptions=stream.exceptions, ending=sup.ending.as_dict(), probes=probes(stream),
-                       threads=_threads(stream))
+                       threads=thread_rows(stream))
 
 
 def pinned_launches(sup: Supervised, forks: list[dict]) -> list[dict]:
