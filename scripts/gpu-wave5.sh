@@ -8,6 +8,7 @@
 # LONG="ARGS": run benchmarks/long_program.py ARGS (LONG_S), the audit of a program of millions of launches.
 # LEVELS="ARGS": run benchmarks/check_levels.py OUTDIR/levels ARGS (LEVELS_S), e.g. "--runs 3 --levels 3,2" (the
 # full level is the comparison, run once).
+# TEST_TIMEOUT: each test's limit (default 600 s: the environment matrix's fixture runs five full checks).
 # TRACE_PROGRAM=PATH: trace that program with every call's stack (--calls all, JSON), to see what a library's
 # synchronisation is made of (TRACE_S).
 set -uo pipefail
@@ -56,7 +57,7 @@ if [ "${TESTS_S:-260}" != 0 ]; then
   mkdir -p "$out/results"
   # SIGINT first: pytest then names the tests that failed so far (a kill would lose them), KILL 30 s later
   CTXLAB_RESULTS="$out/results" timeout -s INT -k 30 "${TESTS_S:-260}" python3 -m pytest -m gpu -n "${WORKERS:-6}" \
-    -p no:cacheprovider --timeout 200 -ra --durations 20 --junitxml="$out/pytest.xml" \
+    -p no:cacheprovider --timeout "${TEST_TIMEOUT:-600}" -ra --durations 20 --junitxml="$out/pytest.xml" \
     --ignore=tests/gpu/test_realworld.py "${targets[@]}" > "$out/pytest.log" 2>&1 || status=1
   tail -60 "$out/pytest.log"
 fi

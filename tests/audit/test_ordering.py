@@ -9,7 +9,7 @@ import pytest
 from ctxlab.audit.events import ASYNC_COPIES, SYNC_FREES, base_name
 from ctxlab.audit.model.ordering import ordering_of
 from ctxlab.audit.rules.catalogue import RULES_BY_ID, judge
-from tests.audit_events import MAIN
+from tests.audit_events import MAIN, WORKER
 from tests.ordering_events import BASE, A, B, Calls, launch_blob
 
 ORDERING_RULES = ("freed-while-in-use", "unordered-access", "wait-orders-nothing", "graph-replays-freed",
@@ -202,6 +202,25 @@ def test_a_legacy_stream_block_used_on_the_legacy_stream_is_reused_after_that_us
     c.kernel(0, BASE)
     c.hook("POOL_FREE", ptr=BASE, call="CuPy's pool free")
     assert findings(c) == []
+
+
+def test_a_pool_block_handed_out_on_a_thread_with_no_call_is_on_its_allocations_legacy_stream():
+    """PyTorch's backward: the autograd thread's hooks note a block handed out and back before that thread made
+    a CUDA call of its own, and its kernel on the legacy stream is that thread's first call. The block is on the
+    legacy stream of the context its allocation belongs to: the kernel and the reuse are in stream order."""
+    c = Calls()
+    c.alloc()
+    c.hook("POOL_ALLOC", tid=WORKER, ptr=BASE, size=4096, stream=0, call="torch caching allocator malloc")
+    c.kernel(0, BASE, tid=WORKER)
+    c.hook("POOL_FREE", tid=WORKER, ptr=BASE, call="torch caching allocator free")
+    assert findings(c) == []
+    other = Calls()  # on a non-blocking stream of its own: the free is not ordered after the legacy stream's use
+    other.alloc()
+    other.stream(A, flags=NON_BLOCKING)
+    other.hook("POOL_ALLOC", tid=WORKER, ptr=BASE, size=4096, stream=A, call="torch caching allocator malloc")
+    other.kernel(0, BASE, tid=WORKER)
+    other.hook("POOL_FREE", tid=WORKER, ptr=BASE, call="torch caching allocator free")
+    assert [f.rule for f in findings(other)] == ["freed-while-in-use"]
 
 
 def test_a_pool_block_is_its_own_memory_inside_the_allocation():

@@ -143,11 +143,13 @@ class Ordering:
 
     # ------------------------------------------------------------------ timelines and clocks
 
-    def stream(self, e: dict, handle: int | None) -> Stream:
+    def stream(self, e: dict, handle: int | None, owner: int = 0) -> Stream:
         """The stream an operation names (its handle, with the call's context and thread). A hook's note is
         made in Python, outside any call, and names no context: its thread's current one is the context of
-        that thread's latest call (a pool's block on the legacy stream is on that context's legacy stream)."""
-        context = int(e.get("context") or 0) or self._context_of.get(e.get("tid"), 0)
+        that thread's latest call (a pool's block on the legacy stream is on that context's legacy stream);
+        on a thread that made no call yet (PyTorch's autograd thread freeing a tensor), ``owner``: the context
+        of the allocation the block lies in."""
+        context = int(e.get("context") or 0) or self._context_of.get(e.get("tid"), 0) or owner
         value = int(handle or 0)
         if value == PER_THREAD or (value in LEGACY_HANDLES and calls.per_thread(e.get("name", ""))):
             key: Timeline = ("per-thread", context, e.get("tid"))
@@ -410,7 +412,8 @@ class Ordering:
         """What the audit's allocator and library hooks noted in Python."""
         name, ptr = e.get("name"), int(e.get("ptr") or 0)
         if name == POOL_ALLOC:
-            s = self.stream(e, int(e.get("stream") or 0))
+            outer = self.memory.outer(ptr)
+            s = self.stream(e, int(e.get("stream") or 0), owner=outer.context if outer is not None else 0)
             self.memory.allocated(ptr, int(e.get("size") or 0), e, stream=s.timeline, pool=True)
             block = self.memory.at(ptr)
             if s.capture is not None and e.get("library") == "PyTorch" and block is not None and block.base == ptr:
