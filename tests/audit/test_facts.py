@@ -54,3 +54,16 @@ def test_a_failing_calls_context_is_classified_by_the_whole_runs_facts():
     assert m.states[id(failing)].context_kind == "green"
     assert (m.states[id(primary_call)].context_kind, m.states[id(primary_call)].device) == ("primary", 0)
     assert primary_handles(ev.events) == {PRIMARY}
+
+
+def test_the_rules_leave_the_facts_as_the_pass_made_them():
+    """green-context-on-two-threads sets aside a green handle that is also the primary's: on its own copy, not
+    on the model's facts every rule reads."""
+    from ctxlab.audit.rules.catalogue import judge_stream
+
+    ev = Events()
+    ev.driver("cuDevicePrimaryCtxRetain", 10, end=20, context=0, line=3, args={"ctx": PRIMARY, "device": 0})
+    note = {"domain": "audit", "name": GREEN_CONTEXT, "tid": MAIN, "start": 30, "context": PRIMARY, "seq": 99}
+    stream = Stream(ev.events + [note])
+    judge_stream(stream)
+    assert model(stream).facts.green == {PRIMARY: note}

@@ -207,7 +207,7 @@ def _current_spans(items: list[dict], handles: set) -> list[tuple[int, int, dict
 
 def green_context_on_two_threads(s: Stream) -> list[Hit]:
     """The same green context current on two threads at overlapping times (the driver does not stop it)."""
-    greens = model(s).facts.green
+    greens = dict(model(s).facts.green)  # a copy: the facts are the model's, shared with every rule
     if not greens:
         return []
     for handle in model(s).facts.primary & set(greens):
