@@ -247,6 +247,7 @@ class Stream:
     exceptions: list[dict] = field(default_factory=list)
     run: RunInfo | None = None
     explained: set[int] = field(default_factory=set)
+    counts: dict = field(default_factory=dict)  # what judging it read (the one pass's counts), for the stats
 
     def __post_init__(self) -> None:
         self.events = sorted(self.events, key=lambda e: (e.get("start", 0), -end_of(e), e.get("seq", 0)))

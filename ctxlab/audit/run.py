@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from ctxlab.audit.child.forks import read_log
 from ctxlab.audit.child.observe import FORKS
 from ctxlab.audit.engine import Finding, RunInfo, Stream, end_of
-from ctxlab.audit.model.hooks import AuditHooks
 from ctxlab.audit.model.one_pass import model
 from ctxlab.audit.report import thread_rows
 from ctxlab.audit.rules.catalogue import judge_stream
@@ -63,8 +62,8 @@ class AuditResult:
         return out
 
 
-def _stream(sup: Supervised, forks: list[dict], pinned: dict | None = None) -> tuple[Stream, AuditHooks]:
-    """The recorded calls, the child's notes and the replayed hooks as one stream, with how the run ended."""
+def _stream(sup: Supervised, forks: list[dict], pinned: dict | None = None) -> Stream:
+    """The recorded calls and the child's notes as one stream, with how the run ended."""
     flight = sup.flight
     events = events_of(sup)
     exceptions = [n for n in sup.notes if n.get("kind") == "exception"]
@@ -79,8 +78,6 @@ def _stream(sup: Supervised, forks: list[dict], pinned: dict | None = None) -> t
     full = recording_full_event(flight.counts, max(events, key=end_of, default=None)) if flight is not None else None
     if full is not None:
         events.append(full)
-    hooks = AuditHooks()
-    events += hooks.annotate([e for e in events if e.get("domain") == "driver"])
     events.sort(key=lambda e: (e.get("start", 0), -e.get("end", e.get("start", 0))))
     names = dict(flight.threads) if flight is not None else {}
     named_by_child = {n["tid"] for n in sup.notes if n.get("kind") == "thread" and isinstance(n.get("tid"), int)}
@@ -116,12 +113,12 @@ def _stream(sup: Supervised, forks: list[dict], pinned: dict | None = None) -> t
             if stack.ident not in known and stack.tid is None:
                 stack.tid = next((tid for tid, (low, high) in sup.os_stacks.items() if low <= stack.ident < high),
                                  None)
-    return Stream(events, forks, exceptions, run=info), hooks
+    return Stream(events, forks, exceptions, run=info)
 
 
 def judge_run(program: str, sup: Supervised, forks: list[dict], pinned: dict | None = None) -> AuditResult:
     """The audit of one supervised run."""
-    stream, hooks = _stream(sup, forks, pinned)
+    stream = _stream(sup, forks, pinned)
     findings = judge_stream(stream)
     flight = sup.flight
     launches = {"driver": 0, "runtime": 0}
@@ -129,7 +126,7 @@ def judge_run(program: str, sup: Supervised, forks: list[dict], pinned: dict | N
         if e["domain"] in launches and e["name"].startswith(("cuLaunch", "cudaLaunch")) and "from" not in e:
             launches[e["domain"]] += 1 + e.get("repeats", 0)
     folded = flight.folded if flight is not None else {}
-    stats = {**(sup.result.get("stats") or {}), **hooks.summary(), "launch_records": launches,
+    stats = {**(sup.result.get("stats") or {}), **stream.counts, "launch_records": launches,
              "api_calls": len(stream.calls) + folded.get("calls", 0), "forks": len(forks),
              "uncaught_exceptions": len(stream.exceptions),
              **(flight.counts if flight is not None else {"recording": sup.unreadable})}
@@ -143,7 +140,7 @@ def judge_run(program: str, sup: Supervised, forks: list[dict], pinned: dict | N
 def pinned_launches(sup: Supervised, forks: list[dict]) -> list[dict]:
     """From a run with launches serialised: for each context's sticky error in time order, the launch that
     faulted (the failing launch itself, or the last launch that returned before the error surfaced)."""
-    stream, _ = _stream(sup, forks)
+    stream = _stream(sup, forks)
     m = model(stream)
     out = []
     for ctx, first in sorted(m.sticky.items(), key=lambda item: item[1].get("start", 0)):
@@ -179,7 +176,7 @@ def audit_program(code: str | None = None, module: str | None = None, argv: Sequ
     if pin and any(f.rule == "sticky-error" for f in result.findings):
         again, again_forks = _run(code, module, argv, timeout, stall, None, {**PIN_ENV, **limit})
         exact = pinned_launches(again, again_forks)
-        stream, _ = _stream(sup, forks)
+        stream = _stream(sup, forks)
         contexts = [ctx for ctx, _e in sorted(model(stream).sticky.items(), key=lambda i: i[1].get("start", 0))]
         result = judge_run(program, sup, forks, dict(zip(contexts, exact, strict=False)))
         result.stats["pinned_launches"] = len(exact)

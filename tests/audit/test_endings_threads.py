@@ -93,7 +93,7 @@ def test_the_stream_names_a_library_threads_calls_by_its_os_name_but_never_over_
                      notes=[{"kind": "event", "event": e} for e in events]
                      + [{"kind": "thread", "tid": 101, "ident": 7, "name": "MainThread"}],
                      os_threads={404: "nccl-watchdog", 101: "python3"})
-    stream, _hooks = _stream(sup, [])
+    stream = _stream(sup, [])
     by_name = {e["name"]: e["thread"] for e in stream.calls}
     assert by_name == {"cuEventQuery": "nccl-watchdog (404)", "cuStreamQuery": "MainThread"}
     assert stream.run is not None and stream.run.threads[404] == "nccl-watchdog (404)"
@@ -113,7 +113,7 @@ def test_a_fatal_stack_of_a_thread_python_did_not_start_is_tied_to_its_os_thread
                      notes=[{"kind": "event", "event": host}, {"kind": "thread", "tid": 101, "ident": 7,
                                                                 "name": "MainThread"}],
                      os_threads={303: "cuda-hostfn"}, os_stacks={303: (0x7F00_0000_0000, 0x7F00_0001_0000)})
-    stream, _hooks = _stream(sup, [])
+    stream = _stream(sup, [])
     assert dump.threads[0].tid == 303 and dump.threads[1].tid is None
     (f,) = judge_stream(stream)
     assert f.rule == "program-crashed" and f.thread == "cuda-hostfn (303)" and f.location.line == 12

@@ -103,6 +103,8 @@ class Facts:
         elif name.startswith("cuCtxDestroy") and args.get("ctx"):
             if args["ctx"] not in self._by_resource:  # the resource event names the destroy better
                 self.destroyed.setdefault(args["ctx"], e)
+        elif name.startswith("cuCtxFromGreenCtx") and args.get("ctx"):
+            self.green[args["ctx"]] = e  # the handle it wrote (a hook's note for it, when one comes, is kept)
         elif name.startswith("cuStreamCreate") and args.get("stream"):
             self.streams.setdefault(args["stream"], []).append((e.get("end", e.get("start", 0)), ctx, e))
         elif name.startswith("cuEventCreate") and args.get("event"):
@@ -117,7 +119,7 @@ class Facts:
 
 
 # besides CONTEXT_WORK_PREFIXES and CREATES
-FACT_CALLS = ("cuDevicePrimaryCtxRetain", "cuCtxDestroy", "cuStreamCreate", "cuEventCreate")
+FACT_CALLS = ("cuDevicePrimaryCtxRetain", "cuCtxDestroy", "cuStreamCreate", "cuEventCreate", "cuCtxFromGreenCtx")
 _FACT_NAMES: dict[str, bool] = {}
 
 

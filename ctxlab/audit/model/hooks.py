@@ -1,33 +1,28 @@
-"""What the audit reads of the driver's calls beyond their names and statuses, from the parameters the
-tracer's C callback kept (``ctxlab.tracing.fields``; ``Tracer(launch_arguments=True, annotate=...)``).
+"""The pytest guard's reading of the driver's calls beyond their names and statuses, as the calls stream from the
+tracer (``Tracer(launch_arguments=True, annotate=AuditHooks().annotate)``), with state kept across a session's
+tests: an allocation made in one test and passed to a kernel in another is still known.
 
-Two rules need it:
+What it notes, as events of domain ``audit`` with the launch's stack (the rules read them, ``Stream.observed``):
 
-- ``pointer-from-another-context``: which context owns each allocation (``cuMemAlloc*``: the pointer
-  written to ``*dptr``, the size, the context current; ``cuMemFree*``), and, at each kernel launch
-  (``cuLaunchKernel``, ``cuLaunchKernelEx``, ``cuLaunchCooperativeKernel``), which arguments hold an
-  address inside an allocation of a context other than the launch's. The C callback keeps the arguments
-  (each one's size from ``cuFuncGetParamInfo``, once per CUfunction) of each distinct (function, context,
-  argument bytes) launch once (a repeat points at the same kept bytes, and is inspected once here); every
-  8-byte aligned word of an argument is looked up, so a pointer inside a struct argument (CuPy passes each
-  array as a struct whose first member is its data pointer) or offset into an allocation is found.
-- ``green-context-on-two-threads``: which CUcontext handles are green contexts (``cuCtxFromGreenCtx``:
-  the handle written to ``*pContext``).
+- ``pointer-from-another-context``: which context owns each live allocation (``cuMemAlloc*``, ``cuMemFree*``,
+  a destroyed context's memory gone with it: ``memory.Memory``, live blocks only) and, at each kernel launch
+  (``cuLaunchKernel``, ``cuLaunchKernelEx``, ``cuLaunchCooperativeKernel``), which arguments hold an address
+  inside an allocation of a context other than the launch's (``Memory.foreign``: every 8-byte aligned word
+  of each argument, so a pointer inside a struct argument, as CuPy passes arrays, is found). The C callback
+  keeps the arguments of each distinct (function, context, argument bytes) launch once; each is read once.
+- ``green-context-on-two-threads``: which CUcontext handles are green contexts (``cuCtxFromGreenCtx``).
 
-The calls are replayed in time order after they were recorded (nothing runs inside the driver); what was
-found is added as events of domain ``audit`` with the launch's stack; the rules read them
-(``Stream.observed``).
+``ctxlab audit`` needs no such replay: its one pass reads the same launches against its one allocation map
+(``state._read_arguments``, ``facts.Facts`` for green contexts), with the same ``foreign_note``.
 """
 
 from __future__ import annotations
 
-import struct
 import threading
 
 from ctxlab.audit.events import HOOKED_ALLOCATIONS, HOOKED_FREES, HOOKED_LAUNCHES
-from ctxlab.audit.model.memory import MIN_ADDRESS, Memory, allocation_size, arguments
+from ctxlab.audit.model.memory import Block, Memory, allocation_size
 
-_U64 = struct.Struct("<Q")
 GREEN = "cuCtxFromGreenCtx"  # (CUcontext *pContext, CUgreenCtx hCtx)
 DESTROY = "cuCtxDestroy_v2"  # (CUcontext ctx)
 INSPECTED_KEPT = 1 << 16  # distinct launches remembered as inspected
@@ -108,19 +103,20 @@ class AuditHooks:
     def _inspect(self, e: dict) -> list[dict]:
         context = int(e.get("context") or 0)
         out = []
-        for index, raw in arguments(e["arguments"]):
-            for offset in range(0, len(raw) - 7, 8):
-                value = _U64.unpack_from(raw, offset)[0]
-                if value < MIN_ADDRESS:
-                    continue
-                found = self.allocations.outer(value)
-                if found is None or found.context == context:
-                    continue
-                base, end, owner, correlation = found.base, found.end, found.context, found.made.get("correlation", 0)
-                self.stats["foreign_arguments"] += 1
-                out.append(self._note(e, FOREIGN_POINTER, launch=e["name"], context=context,
-                                      context_uid=int(e.get("context_uid") or 0),
-                                      function=(e.get("args") or {}).get("function", 0), parameter=index,
-                                      offset=offset, pointer=value, base=base, size=end - base, owner=owner,
-                                      allocation_correlation=correlation))
+        for index, offset, value, found in self.allocations.foreign(e["arguments"], context):
+            self.stats["foreign_arguments"] += 1
+            out.append(foreign_note(e, index, offset, value, found))
         return out
+
+
+def foreign_note(e: dict, index: int, offset: int, value: int, found: Block) -> dict:
+    """The note of a launch argument pointing into another context's memory (the rule reads it)."""
+    note = AuditHooks._note(e, FOREIGN_POINTER, launch=e["name"], context=int(e.get("context") or 0),
+                            context_uid=int(e.get("context_uid") or 0),
+                            function=(e.get("args") or {}).get("function", 0), parameter=index, offset=offset,
+                            pointer=value, base=found.base, size=found.size, owner=found.context,
+                            allocation_correlation=found.made.get("correlation", 0))
+    for key in ("thread", "seq"):  # the launch's, where the stream had named it (the one pass)
+        if key in e:
+            note[key] = e[key]
+    return note

@@ -241,6 +241,21 @@ class Memory:
         elif outer is not None and block in outer.inner:
             outer.inner.remove(block)
 
+    def foreign(self, blob: bytes, context: int) -> list[tuple[int, int, int, Block]]:
+        """A launch's kept arguments read against the live allocations: (parameter index, byte offset, the word,
+        the allocation) for each 8-byte word that points into memory of a context other than ``context`` (one of
+        unknown context is not judged). The one pass and the guard's hooks both ask this."""
+        out = []
+        for index, raw in arguments(blob):
+            for offset in range(0, len(raw) - 7, 8):
+                word = _U64.unpack_from(raw, offset)[0]
+                if word < MIN_ADDRESS:
+                    continue
+                block = self.outer(word)
+                if block is not None and block.context and block.context != context:
+                    out.append((index, offset, word, block))
+        return out
+
     def words(self, raw: bytes) -> tuple[int, ...]:
         """The 8-byte words of a kept argument blob that may be addresses (remembered per distinct blob)."""
         known = self._words.get(raw)

@@ -46,6 +46,7 @@ class Models:
         classify(self.state)
         group(self.state, self.stream)
         retried(self.state, self.stream)
+        self.stream.counts.update(self.state.summary())  # what the judging read, for the report's stats
 
 
 def models(s: Stream) -> Models:

@@ -131,9 +131,9 @@ def pointer_from_another_context(s: Stream) -> list[Hit]:
     shared = greens | f.primary if greens else set()
     destroyed = {e.get("context"): e for e in s.resources if e.get("name") == "CONTEXT_DESTROY_STARTING"}
     hits, seen = [], set()
-    for e in s.observed:
-        if e.get("name") != FOREIGN_POINTER:
-            continue
+    # the one pass's notes; in the pytest guard's stream also the hooks' (allocations of earlier tests): one each
+    notes = [e for e in s.observed if e.get("name") == FOREIGN_POINTER] + model(s).foreign
+    for e in sorted(notes, key=lambda note: note.get("start", 0)):
         ctx, owner = e.get("context") or 0, e.get("owner") or 0
         if ctx in shared and owner in shared and (ctx in greens or owner in greens):
             continue  # green and primary: the green context is treated as the primary one for memory
@@ -230,8 +230,9 @@ def green_context_on_two_threads(s: Stream) -> list[Hit]:
                     continue
                 seen.add(pair)
                 made = greens[handle]
+                green = made.get("green") or (made.get("args") or {}).get("green", 0)  # a hook's note, or the call
                 what = ("made by cuGreenCtxCreate" if made.get("green_of") else
-                        f"cuCtxFromGreenCtx's handle {made.get('green', 0):#x}")
+                        f"cuCtxFromGreenCtx's handle {green:#x}")
                 hits.append(Hit(b, f"green context {handle:#x} ({what}) became current "
                                    f"on thread {thread_of(b)} with {b['name']} while current on thread {thread_of(a)} "
                                    f"(since its {a['name']}, until at least its call ending "
