@@ -67,3 +67,14 @@ def test_the_rules_leave_the_facts_as_the_pass_made_them():
     stream = Stream(ev.events + [note])
     judge_stream(stream)
     assert model(stream).facts.green == {PRIMARY: note}
+
+
+def test_a_handle_made_twice_at_one_time_belongs_to_the_call_after_the_resource_event():
+    """The handle's owners in time order, a resource event before a call at one time (Facts.finish): the call,
+    fed first by its start, still comes last."""
+    ev = Events()
+    call = ev.driver("cuStreamCreate", 10, end=50, context=CREATED, line=3, args={"stream": STREAM})
+    ev.resource("STREAM_CREATED", 50, context=OTHER)
+    ev.events[-1]["stream"] = STREAM
+    f = model(Stream(ev.events)).facts
+    assert f.owner(f.streams, STREAM, 50) == (CREATED, call)

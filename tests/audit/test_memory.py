@@ -62,7 +62,9 @@ def test_a_pools_block_is_no_allocation_and_its_return_is_no_free():
     assert inner.freed is None and inner.returned is not None and inner.gone is inner.returned
     free = call("cudaFreeAsync", 50, 60, domain="runtime")
     memory.remove(outer, free)
-    assert outer.freed is free and memory.outer(BASE) is None and memory.allocation_at(BASE, 70) is outer
+    assert outer.released is free and outer.gone is free and memory.outer(BASE) is None
+    assert outer.freed is None  # the state model's replay tells its own (Model.block at the free's end)
+    assert memory.allocation_at(BASE, 70) is outer
 
 
 def test_an_allocation_reaching_into_a_live_one_ends_it_and_a_destroyed_context_takes_its_own():
@@ -84,3 +86,53 @@ def test_the_one_pass_gives_both_models_the_same_blocks():
     assert both.state.memory is both.order.memory
     (block,) = both.state.blocks
     assert both.order.memory.outer(BASE + 10) is block and block.made["name"] == "cudaMalloc"
+
+
+# ---------------------------------------------------------------- the two models on one map: each its own answer
+
+def test_an_allocation_under_way_while_another_thread_frees_the_range_is_not_the_freed_block():
+    """The worker's allocation (a different size at the same address) starts before main's free of the old block
+    returns: the free is the old block's, whatever the live blocks hold by then."""
+    from ctxlab.audit.rules.catalogue import judge
+
+    for size in (4096, 8192):
+        ev = Events()
+        ev.driver("cuMemAlloc_v2", 50, end=55, context=PRIMARY, line=5, args={"ptr": BASE, "size": 4096})
+        ev.driver("cuMemAlloc_v2", 95, end=130, tid=WORKER, context=PRIMARY, line=20, args={"ptr": BASE, "size": size})
+        ev.driver("cuMemFree_v2", 100, end=110, context=PRIMARY, line=6, args={"ptr": BASE})
+        ev.driver("cuMemsetD32_v2", 150, tid=WORKER, context=PRIMARY, line=21, args={"ptr": BASE})
+        assert judge(ev.events) == [], size
+        blocks = models(Stream(ev.events)).state.blocks
+        assert [b.freed is not None for b in blocks] == [True, False], size
+
+
+def test_the_same_allocation_told_by_both_models_is_one_block_even_beside_a_stale_one():
+    """A reset the ordering model does not follow, then the same range allocated again: one block per call in
+    the history, each time the runtime's call and the driver's beneath it one."""
+    ev = Events()
+    for start, line in ((100, 10), (300, 30)):
+        ev.runtime("cudaMalloc", start, end=start + 50, context=PRIMARY, line=line, args={"ptr": BASE, "size": 1 << 30})
+        ev.driver("cuMemAlloc_v2", start + 10, end=start + 20, context=PRIMARY, args={"ptr": BASE, "size": 1 << 30},
+                  **{"from": "callback"})
+        if start == 100:
+            ev.runtime("cudaDeviceReset", 200, end=250, context=PRIMARY, line=20)
+    blocks = models(Stream(ev.events)).state.blocks
+    assert [(b.made["start"], b.ready) for b in blocks] == [(100, 120), (300, 320)]
+
+
+def test_a_free_that_never_returned_is_no_free_for_a_graph_replay():
+    from ctxlab.audit.rules.catalogue import judge
+    from tests.ordering_events import A, Calls
+
+    c = Calls()
+    c.stream(A, 1)
+    c.alloc(ptr=BASE)
+    c.at("cuStreamBeginCapture_v2", stream=A, mode=0)
+    c.kernel(A, BASE)
+    c.at("cuStreamEndCapture", stream=A, graph=0x6A)
+    c.at("cuGraphInstantiateWithFlags", graph=0x6A, exec=0x6E)
+    free = c.at("cuMemFree_v2", ptr=BASE, tid=WORKER, dur=1000)
+    free["status"] = None  # the program ended inside it
+    del free["end"]
+    c.at("cuGraphLaunch", exec=0x6E, stream=A)
+    assert [f.rule for f in judge(c.events) if f.rule == "graph-replays-freed"] == []

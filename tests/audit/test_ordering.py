@@ -223,6 +223,19 @@ def test_a_pool_block_handed_out_on_a_thread_with_no_call_is_on_its_allocations_
     assert [f.rule for f in findings(other)] == ["freed-while-in-use"]
 
 
+def test_a_named_stream_a_note_names_first_keeps_no_guessed_context():
+    """The owner's context stands in for a default stream only: a stream handle a hook's note names first, on a
+    thread with no successful call, is not taken to be in that context (its order against the legacy stream
+    is not guessed)."""
+    c = Calls()
+    c.alloc()
+    c.at("cuCtxGetDevice", tid=WORKER, status="CUDA_ERROR_INVALID_CONTEXT")
+    c.hook("POOL_ALLOC", tid=WORKER, ptr=BASE, size=4096, stream=A)
+    c.kernel(0, BASE)
+    c.kernel(A, BASE)
+    assert "unordered-access" in [f.rule for f in findings(c)]
+
+
 def test_a_pool_block_is_its_own_memory_inside_the_allocation():
     c = two_streams()
     c.hook("POOL_ALLOC", ptr=BASE, size=4096, stream=A)

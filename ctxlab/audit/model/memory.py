@@ -86,7 +86,9 @@ class Block:
     context: int = 0  # the context it was allocated in (0: not known)
     stream: Timeline | None = None  # a pool's or a stream-ordered allocation's stream: its free is ordered there
     sized: bool = True  # the size was told (else it reaches the next block)
-    freed: dict | None = None  # the call that freed it
+    ready: int = 0  # when the first call that made it returned (a runtime allocation's driver call beneath it)
+    freed: dict | None = None  # the call that freed it, as the state model's replay tells (``Model.block``)
+    released: dict | None = None  # the free that took it out of the live blocks (the ordering model's)
     returned: dict | None = None  # the pool hook's note that it went back to its pool (the memory stays allocated)
     fresh: bool = True  # nothing touched it since it was handed out
     uses: dict[Timeline, Use] = field(default_factory=dict)  # the latest use per timeline
@@ -100,10 +102,14 @@ class Block:
         """Its size in bytes."""
         return self.end - self.base
 
+    def __post_init__(self) -> None:
+        self.ready = self.ready or end_of(self.made)
+
     @property
     def gone(self) -> dict | None:
-        """What ended its use: the call that freed it, or its return to a pool."""
-        return self.freed or self.returned
+        """What ended its use for the ordering model: the free that took it out of the live blocks, or its
+        return to a pool."""
+        return self.released or self.returned
 
     def holds(self, address: int) -> bool:
         """Whether ``address`` lies in the block."""
@@ -125,7 +131,7 @@ def _end(block: Block, e: dict) -> None:
     if e.get("domain") == "audit":  # a pool's hook: back in the pool, still allocated
         block.returned = e
     else:
-        block.freed = e
+        block.released = e
 
 
 class Memory:
@@ -176,14 +182,17 @@ class Memory:
             outer.inner.append(block)
             return block
         same = outer if outer is not None and outer.base == base else None
-        if same is None and not live:
-            same = next(reversed(self._made_by_base.get(base, ())), None)
-        if same is not None:
-            if same.made is e or _beneath(same.made, e):
-                return same
-            if _beneath(e, same.made):  # the driver's allocation beneath the runtime's: its context is exact
-                same.context = int(e.get("context") or 0) or same.context
-                return same
+        # the same allocation told twice (the ordering model and the state model's replay, or the runtime's call
+        # and the driver's beneath it): the block already made, live or in the history only
+        for known in (same, *reversed(self._made_by_base.get(base, ())[-4:])):
+            if known is None:
+                continue
+            if known.made is e or _beneath(known.made, e):
+                return known
+            if _beneath(e, known.made):  # the driver's allocation beneath the runtime's: its context is exact
+                known.context = int(e.get("context") or 0) or known.context
+                known.ready = min(known.ready, end_of(e))
+                return known
         # Fed at their start (the one pass), a call that has not returned does not yet replace a live block of the
         # same range: that block's free may be in flight on another thread. The hooks feed allocations as they
         # return (no history): there it replaces it.
@@ -213,8 +222,7 @@ class Memory:
         i = bisect.bisect_right(self._made_bases, address)
         for base in self._made_bases[max(0, i - 16):i][::-1]:  # the nearest bases below the address
             for b in self._made_by_base[base]:
-                if b.base <= address < b.end and end_of(b.made) <= at and (
-                        found is None or end_of(b.made) > end_of(found.made)):
+                if b.base <= address < b.end and b.ready <= at and (found is None or b.ready > found.ready):
                     found = b
         return found
 

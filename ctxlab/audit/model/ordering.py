@@ -131,7 +131,7 @@ class Ordering:
         self.streams: dict[Timeline, Stream] = {}
         self.generations: dict[int, int] = {}
         self.events: dict[int, Event] = {}
-        self.memory = memory if memory is not None else Memory(history=False)  # the one pass shares the state's
+        self.memory = memory if memory is not None else Memory()  # the one pass shares the state model's
         self.graphs: dict[int, list[tuple[Block, bool, dict]]] = {}  # CUgraph and CUgraphExec -> captured uses
         self.hazards: list[Hazard] = []
         self._pending: list[tuple[int, int, Clock]] = []  # (end time, seq, clock): syncs not yet returned
@@ -146,11 +146,13 @@ class Ordering:
     def stream(self, e: dict, handle: int | None, owner: int = 0) -> Stream:
         """The stream an operation names (its handle, with the call's context and thread). A hook's note is
         made in Python, outside any call, and names no context: its thread's current one is the context of
-        that thread's latest call (a pool's block on the legacy stream is on that context's legacy stream);
-        on a thread that made no call yet (PyTorch's autograd thread freeing a tensor), ``owner``: the context
-        of the allocation the block lies in."""
-        context = int(e.get("context") or 0) or self._context_of.get(e.get("tid"), 0) or owner
+        that thread's latest successful call (a pool's block on the legacy stream is on that context's legacy
+        stream); on a thread with none yet (PyTorch's autograd thread freeing a tensor), a default stream is
+        that of ``owner``, the context of the allocation the block lies in (a named stream's context is not
+        guessed)."""
         value = int(handle or 0)
+        context = int(e.get("context") or 0) or self._context_of.get(e.get("tid"), 0) or (
+            owner if value == PER_THREAD or value in LEGACY_HANDLES else 0)
         if value == PER_THREAD or (value in LEGACY_HANDLES and calls.per_thread(e.get("name", ""))):
             key: Timeline = ("per-thread", context, e.get("tid"))
         elif value in LEGACY_HANDLES:
