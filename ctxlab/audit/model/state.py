@@ -369,7 +369,9 @@ def replay(m: Model, s: Stream, e: dict, runtime_device: dict) -> None:
         m.memory.allocated(args["ptr"], allocation_size(args), e,
                            live=device and e.get("status") is not None and e.get("from") != "callback")
     elif roles.free and args.get("ptr"):
-        block = m.block(args["ptr"], end_of(e))
+        # what it frees held the pointer when it began: an allocation returning the same address on another
+        # thread while it runs is not it (the program had the pointer before it called)
+        block = m.block(args["ptr"], e.get("start", 0))
         if block is not None and block.freed is None and block.base == args["ptr"]:
             block.freed = e
     elif roles.begin_capture and "stream" in args:
