@@ -13,12 +13,13 @@ What it notes, as events of domain ``audit`` with the launch's stack (the rules 
 - ``green-context-on-two-threads``: which CUcontext handles are green contexts (``cuCtxFromGreenCtx``).
 
 ``ctxlab audit`` needs no such replay: its one pass reads the same launches against its one allocation map
-(``state._read_arguments``, ``facts.Facts`` for green contexts), with the same ``foreign_note``.
+(``state._read_arguments``, ``facts.Facts`` for green contexts), with the same ``LaunchReader``.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from ctxlab.audit.events import HOOKED_ALLOCATIONS, HOOKED_FREES, HOOKED_LAUNCHES
 from ctxlab.audit.model.memory import Block, Memory, allocation_size
@@ -36,14 +37,14 @@ class AuditHooks:
 
     def __init__(self) -> None:
         self.allocations = Memory(history=False)  # the live allocations, each with its context (memory.py)
+        self.launches = LaunchReader()
         self._lock = threading.Lock()
-        self._inspected: set[tuple] = set()  # (function, context, argument bytes) inspected: once each
-        self.stats = {"launch_callbacks": 0, "launches_inspected": 0, "foreign_arguments": 0,
-                      "allocations_seen": 0, "green_contexts": 0}
+        self._greens = 0
 
-    def summary(self) -> dict:
-        """The counts, for the audit's stats."""
-        return {**self.stats, "allocations_seen": self.allocations.count}
+    @property
+    def stats(self) -> dict:
+        """The counts: launches read, foreign arguments, allocations, green contexts."""
+        return {**self.launches.counts, "allocations_seen": self.allocations.count, "green_contexts": self._greens}
 
     def annotate(self, events: list[dict]) -> list[dict]:
         """The audit events the calls in ``events`` (one batch, in any order) give; state carries over."""
@@ -78,44 +79,57 @@ class AuditHooks:
                 elif kind == 2:
                     self.allocations.drop_context(args.get("ctx", 0))
                 elif kind == 3:
-                    self.stats["green_contexts"] += 1
-                    out.append(self._note(e, GREEN_CONTEXT, context=args["ctx"], green=args.get("green", 0)))
+                    self._greens += 1
+                    out.append(note_of(e, GREEN_CONTEXT, context=args["ctx"], green=args.get("green", 0)))
                 else:
-                    self.stats["launch_callbacks"] += 1
-                    key = (args.get("function", 0), e.get("context"), e.get("arguments"))
-                    if "arguments" in e and key not in self._inspected:
-                        if len(self._inspected) >= INSPECTED_KEPT:
-                            self._inspected.clear()  # memory stays bounded; a repeat is inspected again
-                        self._inspected.add(key)
-                        self.stats["launches_inspected"] += 1
-                        out.extend(self._inspect(e))
+                    out.extend(self.launches.read(e, self.allocations))
         return out
 
-    @staticmethod
-    def _note(e: dict, name: str, **fields) -> dict:
-        note = {"domain": "audit", "name": name, "tid": e["tid"], "start": e["start"], **fields}
-        if "stack" in e:
-            note["stack"] = e["stack"]
-        elif "stack_missing" in e:
-            note["stack_missing"] = e["stack_missing"]
-        return note
 
-    def _inspect(self, e: dict) -> list[dict]:
-        context = int(e.get("context") or 0)
+class LaunchReader:
+    """Each distinct launch's kept arguments (function, context, argument bytes) read once against a map of the
+    allocations, with the counts: the guard's hooks read the launches as they stream, the audit's one pass as it
+    replays them (``state.Model``), each against its own map."""
+
+    def __init__(self) -> None:
+        self._inspected: set[tuple] = set()
+        self.counts = {"launch_callbacks": 0, "launches_inspected": 0, "foreign_arguments": 0}
+
+    def read(self, e: dict, memory: Memory, gone: Callable[[Block], bool] = lambda block: False) -> list[dict]:
+        """The notes of a successful launch's arguments that point into another context's memory (``gone``:
+        memory the reader knows to have gone with its context)."""
+        self.counts["launch_callbacks"] += 1
+        key = ((e.get("args") or {}).get("function", 0), e.get("context"), e.get("arguments"))
+        if not isinstance(e.get("arguments"), bytes) or key in self._inspected:
+            return []
+        if len(self._inspected) >= INSPECTED_KEPT:
+            self._inspected.clear()  # memory stays bounded; a repeat is read again
+        self._inspected.add(key)
+        self.counts["launches_inspected"] += 1
         out = []
-        for index, offset, value, found in self.allocations.foreign(e["arguments"], context):
-            self.stats["foreign_arguments"] += 1
-            out.append(foreign_note(e, index, offset, value, found))
+        for index, offset, word, block in memory.foreign(e["arguments"], int(e.get("context") or 0)):
+            if not gone(block):
+                self.counts["foreign_arguments"] += 1
+                out.append(foreign_note(e, index, offset, word, block))
         return out
+
+
+def note_of(e: dict, name: str, **fields) -> dict:
+    """An audit note made from call ``e``: its thread, time and user stack, and ``fields``."""
+    note = {"domain": "audit", "name": name, "tid": e["tid"], "start": e["start"], **fields}
+    if "stack" in e:
+        note["stack"] = e["stack"]
+    elif "stack_missing" in e:
+        note["stack_missing"] = e["stack_missing"]
+    return note
 
 
 def foreign_note(e: dict, index: int, offset: int, value: int, found: Block) -> dict:
     """The note of a launch argument pointing into another context's memory (the rule reads it)."""
-    note = AuditHooks._note(e, FOREIGN_POINTER, launch=e["name"], context=int(e.get("context") or 0),
-                            context_uid=int(e.get("context_uid") or 0),
-                            function=(e.get("args") or {}).get("function", 0), parameter=index, offset=offset,
-                            pointer=value, base=found.base, size=found.size, owner=found.context,
-                            allocation_correlation=found.made.get("correlation", 0))
+    note = note_of(e, FOREIGN_POINTER, launch=e["name"], context=int(e.get("context") or 0),
+                   context_uid=int(e.get("context_uid") or 0), function=(e.get("args") or {}).get("function", 0),
+                   parameter=index, offset=offset, pointer=value, base=found.base, size=found.size,
+                   owner=found.context, allocation_correlation=found.made.get("correlation", 0))
     for key in ("thread", "seq"):  # the launch's, where the stream had named it (the one pass)
         if key in e:
             note[key] = e[key]

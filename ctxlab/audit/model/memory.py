@@ -24,6 +24,7 @@ RMM, a workspace) may hand out arrays inside it, and different arrays are differ
 from __future__ import annotations
 
 import bisect
+import functools
 import struct
 from dataclasses import dataclass, field
 
@@ -50,6 +51,20 @@ def arguments(blob: bytes) -> list[tuple[int, bytes]]:
         out.append((-1 if index == 0xFFFFFFFF else index, raw))
         at += 8 + size
     return out
+
+
+@functools.lru_cache(maxsize=WORDS_KEPT)  # a loop launches the same arguments many times
+def pointer_words(blob: bytes) -> tuple[tuple[int, int, int], ...]:
+    """The 8-byte words of a launch's kept arguments that may be addresses: (parameter index, byte offset in it,
+    the word), each aligned word of each argument (a pointer inside a struct argument, as CuPy passes arrays,
+    is one)."""
+    out = []
+    for index, raw in arguments(blob):
+        for offset in range(0, len(raw) - 7, 8):
+            word = _U64.unpack_from(raw, offset)[0]
+            if word >= MIN_ADDRESS:
+                out.append((index, offset, word))
+    return tuple(out)
 
 
 @dataclass
@@ -141,7 +156,6 @@ class Memory:
     def __init__(self, history: bool = True) -> None:
         self.blocks: list[Block] = []  # live outermost blocks, by base
         self._bases: list[int] = []
-        self._words: dict[bytes, tuple[int, ...]] = {}
         self._history = history
         self.made: list[Block] = []  # every allocation, in the order made (with ``history``)
         self._made_bases: list[int] = []  # their bases, sorted (allocation_at bisects them)
@@ -254,31 +268,11 @@ class Memory:
         the allocation) for each 8-byte word that points into memory of a context other than ``context`` (one of
         unknown context is not judged). The one pass and the guard's hooks both ask this."""
         out = []
-        for index, raw in arguments(blob):
-            for offset in range(0, len(raw) - 7, 8):
-                word = _U64.unpack_from(raw, offset)[0]
-                if word < MIN_ADDRESS:
-                    continue
-                block = self.outer(word)
-                if block is not None and block.context and block.context != context:
-                    out.append((index, offset, word, block))
+        for index, offset, word in pointer_words(blob):
+            block = self.outer(word)
+            if block is not None and block.context and block.context != context:
+                out.append((index, offset, word, block))
         return out
-
-    def words(self, raw: bytes) -> tuple[int, ...]:
-        """The 8-byte words of a kept argument blob that may be addresses (remembered per distinct blob)."""
-        known = self._words.get(raw)
-        if known is None:
-            found = []
-            for _index, value in arguments(raw):
-                for offset in range(0, len(value) - 7, 8):
-                    word = _U64.unpack_from(value, offset)[0]
-                    if word >= MIN_ADDRESS:
-                        found.append(word)
-            known = tuple(found)
-            if len(self._words) >= WORDS_KEPT:
-                self._words.clear()
-            self._words[raw] = known
-        return known
 
     def kernel_touches(self, e: dict) -> list[tuple[Block, bool, int]]:
         """The blocks a kernel launch's arguments point into, each with whether it is taken to write it and the
@@ -287,7 +281,7 @@ class Memory:
         if not isinstance(raw, bytes):
             return []
         found: dict[int, tuple[Block, int]] = {}
-        for word in self.words(raw):
+        for _index, _offset, word in pointer_words(raw):
             block = self.at(word)
             if block is not None and id(block) not in found:
                 found[id(block)] = (block, word)

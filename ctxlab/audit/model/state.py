@@ -19,7 +19,7 @@ from ctxlab.audit.engine import Stream, end_of, failed, ok_or_pending
 from ctxlab.audit.events import ALLOCS, ASYNC_ALLOCS, HOOKED_LAUNCHES, base_name
 from ctxlab.audit.model.call_roles import roles as roles_of
 from ctxlab.audit.model.facts import Facts
-from ctxlab.audit.model.hooks import foreign_note
+from ctxlab.audit.model.hooks import LaunchReader
 from ctxlab.audit.model.memory import Block, Memory, allocation_size
 
 # Errors that poison a context: every later call into it returns the same error (the Driver API's list of
@@ -171,9 +171,7 @@ class Model:
     handles: dict[tuple[str, int], list[Handle]] = field(default_factory=dict)
     memory: Memory = field(default_factory=Memory)  # the one allocation map, shared with the ordering model
     foreign: list[dict] = field(default_factory=list)  # notes: launch arguments into another context's memory
-    launch_counts: dict = field(default_factory=lambda: {"launch_callbacks": 0, "launches_inspected": 0,
-                                                         "foreign_arguments": 0})
-    _inspected: set = field(default_factory=set)  # (function, context, argument bytes): each read once
+    launches_read: LaunchReader = field(default_factory=LaunchReader)
     captures: list[Capture] = field(default_factory=list)
     sticky: dict[int, dict] = field(default_factory=dict)  # context -> its first sticky error
     launches: dict[int, list[dict]] = field(default_factory=dict)  # context -> launches that returned success
@@ -251,7 +249,7 @@ class Model:
 
     def summary(self) -> dict:
         """The counts of the audit's stats: launches read, foreign arguments, allocations, green contexts."""
-        return {**self.launch_counts, "allocations_seen": len(self.memory.made),
+        return {**self.launches_read.counts, "allocations_seen": len(self.memory.made),
                 "green_contexts": len(self.facts.green)}
 
     def launches_before(self, context: int, at: int, limit: int = 6) -> list[dict]:
@@ -382,21 +380,13 @@ def replay(m: Model, s: Stream, e: dict, runtime_device: dict) -> None:
 
 
 def _read_arguments(m: Model, e: dict) -> None:
-    """A kernel launch's kept arguments read against the one allocation map, once per distinct (function,
-    context, argument bytes): a word pointing into memory of another context, not destroyed before the launch,
-    is a note for pointer-from-another-context."""
-    m.launch_counts["launch_callbacks"] += 1
-    key = ((e.get("args") or {}).get("function", 0), e.get("context"), e.get("arguments"))
-    if not isinstance(e.get("arguments"), bytes) or key in m._inspected:
-        return
-    m._inspected.add(key)
-    m.launch_counts["launches_inspected"] += 1
-    for index, offset, word, block in m.memory.foreign(e["arguments"], int(e["context"])):
-        gone = m.facts.destroyed.get(block.context)
-        if gone is not None and gone.get("start", 0) < e.get("start", 0):
-            continue  # its memory went with its context
-        m.launch_counts["foreign_arguments"] += 1
-        m.foreign.append(foreign_note(e, index, offset, word, block))
+    """A kernel launch's kept arguments read against the one allocation map: a word pointing into memory of
+    another context, not destroyed before the launch, is a note for pointer-from-another-context."""
+    def gone(block: Block) -> bool:  # its memory went with its context
+        destroyed = m.facts.destroyed.get(block.context)
+        return destroyed is not None and destroyed.get("start", 0) < e.get("start", 0)
+
+    m.foreign += m.launches_read.read(e, m.memory, gone)
 
 
 def _changed(m: Model, s: Stream, e: dict, name: str, args: dict) -> None:

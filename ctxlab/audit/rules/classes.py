@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ctxlab.audit.engine import Hit, Stream, ok_or_pending, place_of, thread_of
 from ctxlab.audit.model.causes import Cause, handle_gone, missing, on
-from ctxlab.audit.model.memory import arguments
+from ctxlab.audit.model.memory import pointer_words
 from ctxlab.audit.model.one_pass import model
 from ctxlab.audit.model.state import CAPTURE_MODES, OUT_OF_MEMORY, caller_of
 from ctxlab.audit.rules.rule import NO_CLAIM, Rule
@@ -112,14 +112,12 @@ def freed_memory_used(s: Stream) -> list[Hit]:
                 if block is not None and block.freed is not None and block.freed is not e \
                         and block.freed.get("start", 0) < at and not _mapped_since(s, block.freed, at):
                     found.append((role, address, block))
-        elif "arguments" in e and e.get("name", "").startswith("cuLaunch"):
-            for index, raw in arguments(e["arguments"]):
-                for offset in range(0, len(raw) - 7, 8):
-                    value = int.from_bytes(raw[offset:offset + 8], "little")
-                    block = m.block(value, at) if value >= 1 << 16 else None
-                    if block is not None and block.freed is not None and block.freed.get("start", 0) < at \
-                            and not _mapped_since(s, block.freed, at):
-                        found.append((f"parameter {index}", value, block))
+        elif isinstance(e.get("arguments"), bytes) and e.get("name", "").startswith("cuLaunch"):
+            for index, _offset, value in pointer_words(e["arguments"]):
+                block = m.block(value, at)
+                if block is not None and block.freed is not None and block.freed.get("start", 0) < at \
+                        and not _mapped_since(s, block.freed, at):
+                    found.append((f"parameter {index}", value, block))
         for role, address, block in found[:1]:
             key = (id(block), e.get("name"))
             if key in seen:
