@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gc
 import sys
+import threading
+import time
 import types
 
 import pytest
@@ -127,8 +129,19 @@ def fake_torch(recorded: bool = False, monkeypatch: pytest.MonkeyPatch | None = 
         def wait(self, stream=None):
             return "waited"
 
+    class Stream:  # the first one on a device fills the pool: the trace's callbacks run in the middle of it
+        inside: list[int] = []
+        most = 0
+
+        def __new__(cls, priority=0):
+            cls.inside.append(1)
+            cls.most = max(cls.most, len(cls.inside))
+            time.sleep(0.002)  # Python may hand the GIL over here
+            cls.inside.pop()
+            return super().__new__(cls)
+
     stream = types.SimpleNamespace(cuda_stream=0xB2)
-    cuda = types.SimpleNamespace(Event=Event, current_stream=lambda: stream)
+    cuda = types.SimpleNamespace(Event=Event, Stream=Stream, current_stream=lambda: stream)
     if monkeypatch is not None:
         monkeypatch.setitem(sys.modules, "torch.cuda._gpu_trace", trace)
     torch = types.SimpleNamespace(__name__="torch", cuda=cuda, Tensor=Tensor,
@@ -157,6 +170,41 @@ def test_torch_blocks_record_stream_and_a_wait_on_an_event_never_recorded_are_no
     assert torch.cuda.Event.wait.__name__ == "wait" and "ctxlab" not in repr(vars(torch.cuda.Event)["__new__"])
     callbacks["free"][0](0x7F0000100000)  # the trace stays on in PyTorch: after close it notes nothing
     assert len(rec.notes) == 4
+
+
+def test_with_the_trace_on_streams_are_made_one_at_a_time_and_close_puts_the_class_back(monkeypatch):
+    torch, _, active, _ = fake_torch(monkeypatch=monkeypatch)
+    stream_class, own_new = torch.cuda.Stream, vars(torch.cuda.Stream)["__new__"]
+    hooks = AllocatorHooks(Recorder().note, Recorder().timestamp)
+
+    def make_streams() -> list:
+        made: list = []
+        threads = [threading.Thread(target=lambda: made.append(stream_class(priority=-1))) for _ in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return made
+
+    assert len(make_streams()) == 16 and stream_class.most > 1  # unhooked, the fake's streams overlap
+    stream_class.most = 0
+    hooks.hook_torch(torch)
+    assert active == [True]
+    made = make_streams()
+    assert stream_class.most == 1 and all(type(s) is stream_class for s in made)
+    hooks.close()
+    assert vars(stream_class)["__new__"] is own_new
+
+
+def test_a_torch_without_streams_keeps_the_trace_off():
+    torch, _, active, _ = fake_torch()
+    del torch.cuda.Stream  # nothing to serialise: the trace would risk a hang, so it stays off
+    rec = Recorder()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "torch.cuda._gpu_trace", types.SimpleNamespace(
+            register_callback_for_memory_allocation=print, register_callback_for_memory_deallocation=print))
+        AllocatorHooks(rec.note, rec.timestamp).hook_torch(torch)
+    assert active == [] and [n["part"] for n in rec.notes] == ["caching allocator"]
 
 
 def test_a_wait_on_a_recorded_event_notes_nothing(monkeypatch):

@@ -208,8 +208,24 @@ class AllocatorHooks:
         self._torch_callbacks += [allocated, freed]
         on_alloc(allocated)
         on_free(freed)
+        self._serialise_stream_pools(torch)
         torch._C._activate_gpu_trace()  # stays on: PyTorch has no way to turn it off; the callbacks go quiet
         self._undo.append(self.notes.silence)
+
+    def _serialise_stream_pools(self, torch) -> None:
+        # With the trace on, PyTorch runs Python (the stream-creation callbacks) inside the c10::call_once that
+        # fills a device's stream pool on the first torch.cuda.Stream(). Python may hand the GIL to another thread
+        # there; if that thread then makes a torch.cuda.Stream() it waits on the call_once holding the GIL, and
+        # neither moves (seen on the H100: worker threads that each make a stream, 2 runs of 3 hung). One
+        # stream made at a time, the lock's wait releasing the GIL, keeps the trace from hanging the program.
+        stream_class, lock = torch.cuda.Stream, threading.RLock()
+        original = stream_class.__new__
+
+        def new(cls, *args, **kwargs):
+            with lock:
+                return original(cls, *args, **kwargs)
+
+        self._replace(stream_class, "__new__", staticmethod(functools.wraps(original)(new)))
 
     def _hook_record_stream(self, torch) -> None:
         notes, original = self.notes, torch.Tensor.record_stream
