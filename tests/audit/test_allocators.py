@@ -13,7 +13,7 @@ import types
 import pytest
 
 from ctxlab.audit.child.allocators import AllocatorHooks, Notes
-from ctxlab.audit.events import LIBRARY_NOT_WATCHED, LIBRARY_WAIT, POOL_ALLOC, POOL_FREE, RECORD_STREAM
+from ctxlab.audit.events import LIBRARY_NOT_WATCHED, LIBRARY_READY, LIBRARY_WAIT, POOL_ALLOC, POOL_FREE, RECORD_STREAM
 from ctxlab.audit.rules.catalogue import RULES_BY_ID, judge
 
 
@@ -257,3 +257,58 @@ def test_a_torch_whose_trace_module_is_missing_keeps_its_other_hooks():
     assert active == [] and [n["part"] for n in rec.notes] == ["caching allocator"]
     torch.cuda.Event().wait()  # the event hook still notes the wait on an event never recorded
     assert [n["name"] for n in rec.notes] == [LIBRARY_NOT_WATCHED, LIBRARY_WAIT]
+
+
+def fake_jax(monkeypatch: pytest.MonkeyPatch):
+    """``jax._src.array.ArrayImpl`` as JAX has it: ``_value`` a property, ``block_until_ready`` a method; one
+    array on one device (``unsafe_buffer_pointer``) or sharded (``addressable_shards``)."""
+
+    class ArrayImpl:
+        def __init__(self, *pointers: int) -> None:
+            self.pointers = pointers
+
+        @property
+        def _value(self):
+            """The array on the host."""
+            return ("host copy", self.pointers)
+
+        def block_until_ready(self):
+            return self
+
+        def unsafe_buffer_pointer(self) -> int:
+            if len(self.pointers) != 1:
+                raise ValueError("unsafe_buffer_pointer() is supported only for unsharded arrays")
+            return self.pointers[0]
+
+        @property
+        def addressable_shards(self):
+            return [types.SimpleNamespace(data=ArrayImpl(p)) for p in self.pointers]
+
+    monkeypatch.setitem(sys.modules, "jax._src.array", types.SimpleNamespace(ArrayImpl=ArrayImpl))
+    return types.SimpleNamespace(__name__="jax"), ArrayImpl
+
+
+def test_a_jax_array_read_on_the_host_or_waited_for_is_noted_after_it_returned(monkeypatch):
+    jax, array_class = fake_jax(monkeypatch)
+    rec = Recorder()
+    hooks = AllocatorHooks(rec.note, rec.timestamp)
+    hooks._wrap_module(jax)
+    one, sharded = array_class(0x7F0000200000), array_class(0x7F0000300000, 0x7F0000400000)
+    assert one._value == ("host copy", (0x7F0000200000,))  # the library's own answer
+    assert sharded.block_until_ready() is sharded
+    read, waited = rec.notes
+    assert (read["name"], read["ptrs"], read["library"]) == (LIBRARY_READY, [0x7F0000200000], "JAX")
+    assert waited["ptrs"] == [0x7F0000300000, 0x7F0000400000] and waited["call"] == "jax.Array.block_until_ready"
+    assert read["began"] < read["start"] and read["stack"][0][0].endswith("test_allocators.py")
+    assert array_class.__dict__["_value"].__doc__ == "The array on the host."
+    hooks.close()
+    assert one._value and one.block_until_ready() is one and len(rec.notes) == 2  # put back: nothing noted
+
+
+def test_a_jax_whose_array_differs_is_left_alone_and_said_so(monkeypatch):
+    jax, array_class = fake_jax(monkeypatch)
+    array_class._value = lambda self: "a method, not a property"
+    rec = Recorder()
+    AllocatorHooks(rec.note, rec.timestamp)._wrap_module(jax)
+    assert [(n["name"], n["library"]) for n in rec.notes] == [(LIBRARY_NOT_WATCHED, "JAX")]
+    assert array_class(1)._value() == "a method, not a property"

@@ -366,3 +366,47 @@ def test_buffers_a_library_suballocates_in_one_driver_allocation_are_told_apart_
     assert findings(c) == []
     c.d2h(BASE + 4096, B)  # the array A wrote, read on B with nothing between
     assert [f.rule for f in findings(c)] == ["unordered-access"]
+
+
+# ---------------------------------------------------------------- a library's host read (JAX)
+
+
+def jax_handover(read: str | None, began_after_use: bool = True) -> tuple[Calls, dict, dict]:
+    """A PyTorch pool block read by a JAX kernel on stream B that also writes its result into XLA's arena
+    (``OTHER``); the host reads the result (``read``: its buffer, another array's, none) and PyTorch hands the
+    block back on stream A. The program ``handover_torch_to_jax_dlpack.py`` ends so."""
+    c = two_streams()
+    block = BASE + 4096
+    c.hook("POOL_ALLOC", ptr=block, size=4096, stream=A, call="torch caching allocator malloc")
+    began = c.t + 1
+    use = c.kernel(B, block, OTHER + 512)  # jnp.sum(arr): reads the tensor, writes its result
+    if not began_after_use:
+        began = c.t - 5  # the read began before the kernel was enqueued
+    if read is not None:
+        c.hook("LIBRARY_READY", ptrs=[OTHER + 512 if read == "result" else OTHER + 1024], began=c.t + 1
+               if began_after_use else began, library="JAX", call="jax.Array read on the host")
+    free = c.hook("POOL_FREE", ptr=block, call="torch caching allocator free")
+    return c, use, free
+
+
+def test_a_jax_array_read_on_the_host_orders_the_work_that_wrote_it_before_a_later_free():
+    c, _, _ = jax_handover("result")
+    assert findings(c) == []
+
+
+@pytest.mark.parametrize("read", [None, "another array", "began before the use"])
+def test_a_host_read_that_does_not_cover_the_use_orders_nothing(read):
+    c, use, free = jax_handover(None if read is None else "result" if read.startswith("began") else read,
+                                began_after_use=not read or not read.startswith("began"))
+    [f] = findings(c, "freed-while-in-use")
+    assert f.location.line == line_of(free) and f.because.location.line == line_of(use)
+
+
+@pytest.mark.parametrize("fields", [{"ptrs": 5}, {"ptrs": ["x"]}, {"ptrs": [OTHER + 512], "began": "soon"},
+                                    {}])
+def test_a_malformed_host_read_note_orders_nothing_and_raises_nothing(fields):
+    c = two_streams()
+    c.kernel(B, BASE)
+    c.hook("LIBRARY_READY", library="JAX", **fields)
+    c.at("cuMemFreeAsync", ptr=BASE, stream=A)
+    assert [f.rule for f in findings(c)] == ["freed-while-in-use"]

@@ -10,6 +10,10 @@ noted for the ordering model (``ctxlab.audit.model.ordering``) with the user's s
   current stream) and back; ``Tensor.record_stream`` is noted (``RECORD_STREAM``: the block's reuse waits for
   that stream); ``torch.cuda.Event.wait`` on an event never recorded, which makes no CUDA call at all, is
   noted (``LIBRARY_EVENT_WAIT``) with where the event was made.
+- JAX: a ``jax.Array`` read on the host (its ``_value``: ``float()``, ``np.asarray``, ``.item()``) or waited for
+  (``block_until_ready``) waits for XLA's work without a CUDA call of its own (XLA enqueues host functions and
+  the host waits on what they signal): noted once it returned (``LIBRARY_READY``: the array's buffer pointers,
+  when the wait began), so the ordering model knows the work that wrote them finished.
 
 A hook that cannot be installed (a library version whose internals differ) leaves the library as it is and
 notes why (``LIBRARY_NOT_WATCHED``: the library, the part, the error), so the report says what it could not
@@ -23,15 +27,16 @@ from __future__ import annotations
 import collections
 import functools
 import importlib
+import inspect
 import threading
 from collections.abc import Callable
 
 from ctxlab.audit.child.import_watch import ImportWatch
-from ctxlab.audit.events import LIBRARY_NOT_WATCHED, LIBRARY_WAIT, POOL_ALLOC, POOL_FREE, RECORD_STREAM
+from ctxlab.audit.events import LIBRARY_NOT_WATCHED, LIBRARY_READY, LIBRARY_WAIT, POOL_ALLOC, POOL_FREE, RECORD_STREAM
 from ctxlab.tracing.frames import user_stack
 
 LIBRARY_EVENT_CREATED = "LIBRARY_EVENT_CREATED"
-WATCHED = ("cupy", "torch")
+WATCHED = ("cupy", "torch", "jax")
 
 
 class Notes:
@@ -48,6 +53,10 @@ class Notes:
         thread = threading.current_thread()
         return {"domain": "audit", "name": name, "tid": threading.get_native_id(), "thread": thread.name,
                 "start": self._timestamp(), "stack": user_stack(skip=1), **fields}
+
+    def now(self) -> int:
+        """The tracer's clock now."""
+        return self._timestamp()
 
     def silence(self) -> None:
         """Send nothing from now on (the program has returned; a library's callbacks may still fire)."""
@@ -129,6 +138,8 @@ class AllocatorHooks:
             self._part("CuPy", "memory pool", self.hook_cupy, module)
         elif name == "torch":
             self.hook_torch(module)
+        elif name == "jax":
+            self._part("JAX", "jax.Array host reads", self.hook_jax, module)
 
     def _part(self, library: str, part: str, hook: Callable, module) -> None:
         """Install one hook; where the library's internals differ, leave it as it is and note what is not
@@ -266,3 +277,52 @@ class AllocatorHooks:
 
         self._replace(event_class, "__new__", staticmethod(made))
         self._replace(event_class, "wait", waited)
+
+    # ---------------------------------------------------------------- JAX
+
+    def hook_jax(self, jax) -> None:
+        """``jax.Array``'s host read (the ``_value`` property) and ``block_until_ready``, each noted once it
+        returned with the array's buffers and when it began."""
+        array_class = importlib.import_module("jax._src.array").ArrayImpl
+        notes = self.notes
+        value = inspect.getattr_static(array_class, "_value")
+        ready = array_class.block_until_ready
+        if not isinstance(value, property) or value.fget is None:
+            raise TypeError(f"jax.Array._value is a {type(value).__name__}, not a property")
+        read_value = value.fget
+
+        def noted(array, began: int, call: str) -> None:
+            try:
+                notes.send(notes.make(LIBRARY_READY, ptrs=_buffers(array), began=began, library="JAX", call=call))
+            except Exception:  # noting never fails the program's read
+                pass
+
+        def host_read(array):
+            began = notes.now()
+            out = read_value(array)
+            noted(array, began, "jax.Array read on the host")
+            return out
+
+        @functools.wraps(ready)
+        def block_until_ready(array):
+            began = notes.now()
+            out = ready(array)
+            noted(array, began, "jax.Array.block_until_ready")
+            return out
+
+        self._replace(array_class, "_value", property(functools.wraps(read_value)(host_read), doc=value.__doc__))
+        self._replace(array_class, "block_until_ready", block_until_ready)
+
+
+def _buffers(array) -> list[int]:
+    """The device pointers of a jax.Array's buffers: its own, or each addressable shard's."""
+    try:
+        return [int(array.unsafe_buffer_pointer())]
+    except Exception:  # several devices: one buffer per shard
+        out = []
+        for shard in getattr(array, "addressable_shards", ()):
+            try:
+                out.append(int(shard.data.unsafe_buffer_pointer()))
+            except Exception:
+                continue
+        return out

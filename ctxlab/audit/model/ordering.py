@@ -50,7 +50,7 @@ import heapq
 from dataclasses import dataclass, field
 
 from ctxlab.audit import events as calls
-from ctxlab.audit.events import LIBRARY_WAIT, POOL_ALLOC, POOL_FREE, RECORD_STREAM
+from ctxlab.audit.events import LIBRARY_READY, LIBRARY_WAIT, POOL_ALLOC, POOL_FREE, RECORD_STREAM
 from ctxlab.audit.model.memory import Block, Clock, Memory, Timeline, Use, allocation_size
 
 LEGACY_HANDLES = (0, 1)  # NULL and CU_STREAM_LEGACY
@@ -431,6 +431,26 @@ class Ordering:
         elif name == LIBRARY_WAIT:
             made = e["made"] if isinstance(e.get("made"), dict) else e
             self._hazard(WAIT_UNRECORDED, e, made, None, event=0, library=str(e.get("library") or ""))
+        elif name == LIBRARY_READY:
+            self._library_ready(e)
+
+    def _library_ready(self, e: dict) -> None:
+        """A library's array read on the host: each use of its buffers enqueued before the read began has finished
+        (the work that wrote it, and what came before on that stream). In a driver allocation only the uses at the
+        array's own address count (a library's arena holds other arrays)."""
+        began, ptrs = e.get("began", e.get("start", 0)), e.get("ptrs")
+        if not isinstance(began, int) or not isinstance(ptrs, list):
+            return  # a recording edited by hand: nothing to go by
+        seen: Clock = {}
+        for ptr in ptrs:
+            block = self.memory.at(ptr) if isinstance(ptr, int) else None
+            if block is None:
+                continue
+            for use in block.all_uses():
+                if not use.gated and int(use.event.get("start", 0)) <= began and use.same_memory(block, ptr):
+                    merge(seen, {use.timeline: use.tick})
+        if seen:
+            self._host_sees(e, seen)
 
     def _reuse_clock(self, block: Block) -> Clock:
         """The clock from which a pool may hand a freed block out again: the pool reuses it for work on its
