@@ -9,6 +9,8 @@
 # LEVELS="ARGS": run benchmarks/check_levels.py OUTDIR/levels ARGS (LEVELS_S), e.g. "--runs 3 --levels 3,2" (the
 # full level is the comparison, run once).
 # TEST_TIMEOUT: each test's limit (default 600 s: the environment matrix's fixture runs five full checks).
+# REPEAT="N PATH": audit that program N times (REPEAT_S each, its --timeout 10 s less), JSON reports and logs in
+# OUTDIR/repeat-K.json and .log: a hang that comes in some runs only.
 # TRACE_PROGRAM=PATH: trace that program with every call's stack (--calls all, JSON), to see what a library's
 # synchronisation is made of (TRACE_S).
 set -uo pipefail
@@ -50,6 +52,14 @@ if [ -n "${TRACE_PROGRAM:-}" ]; then
     --format json -o "$out/trace-program.json" --timeout 100 -- "$TRACE_PROGRAM" > "$out/trace-program.log" 2>&1 \
     || status=1
   tail -3 "$out/trace-program.log"
+fi
+if [ -n "${REPEAT:-}" ]; then
+  read -r times program <<< "$REPEAT"
+  for k in $(seq 1 "$times"); do
+    timeout -s KILL "${REPEAT_S:-60}" python3 -m ctxlab audit --timeout "$(( ${REPEAT_S:-60} - 10 ))" --format json \
+      -o "$out/repeat-$k.json" -- "$program" > "$out/repeat-$k.log" 2>&1
+    echo "repeat $k of $program: exit $?" | tee -a "$out/repeat.txt"
+  done
 fi
 if [ "${TESTS_S:-260}" != 0 ]; then
   targets=("$@")
