@@ -5,6 +5,8 @@ what the library returns is its own, and close puts every function back."""
 from __future__ import annotations
 
 import gc
+import os
+import signal
 import sys
 import threading
 import time
@@ -196,6 +198,36 @@ def test_with_the_trace_on_streams_are_made_one_at_a_time_and_close_puts_the_cla
     assert vars(stream_class)["__new__"] is own_new
 
 
+def test_a_child_forked_while_a_stream_was_being_made_makes_its_own(monkeypatch):
+    torch, _, _, _ = fake_torch(monkeypatch=monkeypatch)
+    stream_class, parent = torch.cuda.Stream, os.getpid()
+    inside, leave = threading.Event(), threading.Event()
+    own_new = vars(stream_class)["__new__"]
+
+    def held_new(cls, priority=0):  # in the parent the first stream holds the hook's lock until told
+        if os.getpid() == parent:
+            inside.set()
+            leave.wait(10)
+        return own_new(cls, priority)
+
+    stream_class.__new__ = held_new
+    AllocatorHooks(Recorder().note, Recorder().timestamp).hook_torch(torch)
+    maker = threading.Thread(target=stream_class)
+    maker.start()
+    assert inside.wait(10)
+    pid = os.fork()
+    if pid == 0:  # the child: the thread holding the lock is not here; its stream must not wait for it
+        signal.alarm(5)
+        try:
+            stream_class()
+        finally:
+            os._exit(0)
+    leave.set()
+    maker.join(10)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0  # SIGALRM (-14) had it waited
+
+
 def test_a_torch_without_streams_keeps_the_trace_off():
     torch, _, active, _ = fake_torch()
     del torch.cuda.Stream  # nothing to serialise: the trace would risk a hang, so it stays off
@@ -260,10 +292,12 @@ def test_a_torch_whose_trace_module_is_missing_keeps_its_other_hooks():
 
 
 def fake_jax(monkeypatch: pytest.MonkeyPatch):
-    """``jax._src.array.ArrayImpl`` as JAX has it: ``_value`` a property, ``block_until_ready`` a method; one
-    array on one device (``unsafe_buffer_pointer``) or sharded (``addressable_shards``)."""
+    """``jax._src.array.ArrayImpl`` as JAX has it: ``_value`` a property (the host copy kept in ``_npy_value``);
+    one array on one device (``unsafe_buffer_pointer``) or sharded."""
 
     class ArrayImpl:
+        _npy_value = None
+
         def __init__(self, *pointers: int) -> None:
             self.pointers = pointers
 
@@ -272,37 +306,31 @@ def fake_jax(monkeypatch: pytest.MonkeyPatch):
             """The array on the host."""
             return ("host copy", self.pointers)
 
-        def block_until_ready(self):
-            return self
-
         def unsafe_buffer_pointer(self) -> int:
             if len(self.pointers) != 1:
                 raise ValueError("unsafe_buffer_pointer() is supported only for unsharded arrays")
             return self.pointers[0]
 
-        @property
-        def addressable_shards(self):
-            return [types.SimpleNamespace(data=ArrayImpl(p)) for p in self.pointers]
-
     monkeypatch.setitem(sys.modules, "jax._src.array", types.SimpleNamespace(ArrayImpl=ArrayImpl))
     return types.SimpleNamespace(__name__="jax"), ArrayImpl
 
 
-def test_a_jax_array_read_on_the_host_or_waited_for_is_noted_after_it_returned(monkeypatch):
+def test_a_jax_array_read_on_the_host_is_noted_after_it_returned(monkeypatch):
     jax, array_class = fake_jax(monkeypatch)
     rec = Recorder()
     hooks = AllocatorHooks(rec.note, rec.timestamp)
     hooks._wrap_module(jax)
     one, sharded = array_class(0x7F0000200000), array_class(0x7F0000300000, 0x7F0000400000)
     assert one._value == ("host copy", (0x7F0000200000,))  # the library's own answer
-    assert sharded.block_until_ready() is sharded
-    read, waited = rec.notes
+    [read] = rec.notes
     assert (read["name"], read["ptrs"], read["library"]) == (LIBRARY_READY, [0x7F0000200000], "JAX")
-    assert waited["ptrs"] == [0x7F0000300000, 0x7F0000400000] and waited["call"] == "jax.Array.block_until_ready"
     assert read["began"] < read["start"] and read["stack"][0][0].endswith("test_allocators.py")
+    one._npy_value = read  # JAX keeps the host copy: the next read copies nothing
+    assert one._value and sharded._value and len(rec.notes) == 1  # a sharded read reads only some shards
     assert array_class.__dict__["_value"].__doc__ == "The array on the host."
     hooks.close()
-    assert one._value and one.block_until_ready() is one and len(rec.notes) == 2  # put back: nothing noted
+    del one._npy_value
+    assert one._value and len(rec.notes) == 1  # put back: nothing noted
 
 
 def test_a_jax_whose_array_differs_is_left_alone_and_said_so(monkeypatch):

@@ -10,7 +10,7 @@ from ctxlab.audit.events import ASYNC_COPIES, SYNC_FREES, base_name
 from ctxlab.audit.model.ordering import ordering_of
 from ctxlab.audit.rules.catalogue import RULES_BY_ID, judge
 from tests.audit_events import MAIN, WORKER
-from tests.ordering_events import BASE, A, B, Calls, launch_blob
+from tests.ordering_events import BASE, A, B, C, Calls, launch_blob
 
 ORDERING_RULES = ("freed-while-in-use", "unordered-access", "wait-orders-nothing", "graph-replays-freed",
                   "ipc-interior-pointer")
@@ -370,43 +370,88 @@ def test_buffers_a_library_suballocates_in_one_driver_allocation_are_told_apart_
 
 # ---------------------------------------------------------------- a library's host read (JAX)
 
+RESULT = OTHER + 512  # an array XLA made in its arena (one driver allocation)
 
-def jax_handover(read: str | None, began_after_use: bool = True) -> tuple[Calls, dict, dict]:
-    """A PyTorch pool block read by a JAX kernel on stream B that also writes its result into XLA's arena
-    (``OTHER``); the host reads the result (``read``: its buffer, another array's, none) and PyTorch hands the
-    block back on stream A. The program ``handover_torch_to_jax_dlpack.py`` ends so."""
+
+def jax_handover(read: str) -> tuple[Calls, dict, dict]:
+    """A PyTorch pool block read by a JAX kernel on stream B that writes its result into XLA's arena; the host
+    reads the result (``read``): XLA records an event after the kernel, makes stream C wait for it and copies the
+    result to the host there (its wait is on a host function: no CUDA call); then PyTorch hands the block back
+    on stream A. ``handover_torch_to_jax_dlpack.py`` ends so. ``read``: "copied" (as JAX does), "no note",
+    "no copy" (the note with nothing copied), "another array" (the copy of another address), "copied before"
+    (the copy queued before the read began)."""
     c = two_streams()
+    c.stream(C, NON_BLOCKING)
     block = BASE + 4096
     c.hook("POOL_ALLOC", ptr=block, size=4096, stream=A, call="torch caching allocator malloc")
+    use = c.kernel(B, block, RESULT)  # jnp.sum(arr): reads the tensor, writes its result
+    c.event(0xE1)
+    c.record(0xE1, B)
+    c.wait(C, 0xE1)
+    if read == "copied before":
+        c.d2h(RESULT, C)
     began = c.t + 1
-    use = c.kernel(B, block, OTHER + 512)  # jnp.sum(arr): reads the tensor, writes its result
-    if not began_after_use:
-        began = c.t - 5  # the read began before the kernel was enqueued
-    if read is not None:
-        c.hook("LIBRARY_READY", ptrs=[OTHER + 512 if read == "result" else OTHER + 1024], began=c.t + 1
-               if began_after_use else began, library="JAX", call="jax.Array read on the host")
+    if read in ("copied", "another array"):
+        c.d2h(RESULT if read == "copied" else RESULT + 512, C)
+    if read != "no note":
+        c.hook("LIBRARY_READY", ptrs=[RESULT], began=began, library="JAX", call="jax.Array read on the host")
     free = c.hook("POOL_FREE", ptr=block, call="torch caching allocator free")
     return c, use, free
 
 
-def test_a_jax_array_read_on_the_host_orders_the_work_that_wrote_it_before_a_later_free():
-    c, _, _ = jax_handover("result")
+def test_a_jax_array_read_on_the_host_orders_what_its_copy_waited_for_before_a_later_free():
+    c, _, _ = jax_handover("copied")
     assert findings(c) == []
 
 
-@pytest.mark.parametrize("read", [None, "another array", "began before the use"])
-def test_a_host_read_that_does_not_cover_the_use_orders_nothing(read):
-    c, use, free = jax_handover(None if read is None else "result" if read.startswith("began") else read,
-                                began_after_use=not read or not read.startswith("began"))
+@pytest.mark.parametrize("read", ["no note", "no copy", "another array", "copied before"])
+def test_a_host_read_that_waited_for_no_copy_of_its_own_orders_nothing(read):
+    c, use, free = jax_handover(read)
     [f] = findings(c, "freed-while-in-use")
     assert f.location.line == line_of(free) and f.because.location.line == line_of(use)
 
 
-@pytest.mark.parametrize("fields", [{"ptrs": 5}, {"ptrs": ["x"]}, {"ptrs": [OTHER + 512], "began": "soon"},
-                                    {}])
+def test_a_host_read_does_not_order_another_streams_use_of_the_array():
+    """XLA writes y on B; stream A copies y into other memory; the host reads y (its own copy on B); then B reads
+    what A wrote with nothing ordering it: still unordered, the host read waited for y's copy, not A's."""
+    c = two_streams()
+    c.kernel(B, RESULT)  # y written on B
+    c.event(0xE1)
+    c.record(0xE1, B)
+    c.wait(A, 0xE1)
+    c.at("cuMemcpyDtoDAsync_v2", ptr=BASE, src=RESULT, size=64, stream=A)  # A copies y into BASE
+    began = c.t + 1
+    c.d2h(RESULT, B)  # the read's own copy
+    c.hook("LIBRARY_READY", ptrs=[RESULT], began=began, library="JAX", call="jax.Array read on the host")
+    read = c.d2h(BASE, B)  # B reads A's copy with nothing ordering it
+    [f] = findings(c, "unordered-access")
+    assert f.location.line == line_of(read)
+
+
+def test_a_later_read_of_the_array_on_its_stream_is_not_taken_as_finished():
+    """``z = y * arr``, then ``float(y)``, then arr's block freed: the host read waited for y, not for z's kernel."""
+    c = two_streams()
+    block = BASE + 4096
+    c.hook("POOL_ALLOC", ptr=block, size=4096, stream=A, call="torch caching allocator malloc")
+    c.kernel(B, RESULT)  # y written on B
+    c.event(0xE1)
+    c.record(0xE1, B)  # y's definition event, before z's kernel
+    later = c.kernel(B, RESULT, block)  # z = y * arr, after it on B
+    c.stream(C, NON_BLOCKING)
+    c.wait(C, 0xE1)
+    began = c.t + 1
+    c.d2h(RESULT, C)
+    c.hook("LIBRARY_READY", ptrs=[RESULT], began=began, library="JAX", call="jax.Array read on the host")
+    c.hook("POOL_FREE", ptr=block, call="torch caching allocator free")
+    [f] = findings(c, "freed-while-in-use")
+    assert f.because.location.line == line_of(later)
+
+
+@pytest.mark.parametrize("fields", [{"ptrs": 5}, {"ptrs": ["x"]}, {"ptrs": [RESULT], "began": "soon"}, {}])
 def test_a_malformed_host_read_note_orders_nothing_and_raises_nothing(fields):
     c = two_streams()
     c.kernel(B, BASE)
+    c.d2h(RESULT, B)
     c.hook("LIBRARY_READY", library="JAX", **fields)
     c.at("cuMemFreeAsync", ptr=BASE, stream=A)
     assert [f.rule for f in findings(c)] == ["freed-while-in-use"]

@@ -10,10 +10,10 @@ noted for the ordering model (``ctxlab.audit.model.ordering``) with the user's s
   current stream) and back; ``Tensor.record_stream`` is noted (``RECORD_STREAM``: the block's reuse waits for
   that stream); ``torch.cuda.Event.wait`` on an event never recorded, which makes no CUDA call at all, is
   noted (``LIBRARY_EVENT_WAIT``) with where the event was made.
-- JAX: a ``jax.Array`` read on the host (its ``_value``: ``float()``, ``np.asarray``, ``.item()``) or waited for
-  (``block_until_ready``) waits for XLA's work without a CUDA call of its own (XLA enqueues host functions and
-  the host waits on what they signal): noted once it returned (``LIBRARY_READY``: the array's buffer pointers,
-  when the wait began), so the ordering model knows the work that wrote them finished.
+- JAX: a ``jax.Array`` read on the host (its ``_value``: ``float()``, ``np.asarray``, ``.item()``) waits for the
+  copy to the host it queued without a CUDA call of its own (XLA enqueues host functions and the host waits on
+  what they signal): noted once it returned (``LIBRARY_READY``: the array's buffer, when the read began), so
+  the ordering model knows that copy finished.
 
 A hook that cannot be installed (a library version whose internals differ) leaves the library as it is and
 notes why (``LIBRARY_NOT_WATCHED``: the library, the part, the error), so the report says what it could not
@@ -28,6 +28,7 @@ import collections
 import functools
 import importlib
 import inspect
+import os
 import threading
 from collections.abc import Callable
 
@@ -229,11 +230,13 @@ class AllocatorHooks:
         # there; if that thread then makes a torch.cuda.Stream() it waits on the call_once holding the GIL, and
         # neither moves (seen on the H100: worker threads that each make a stream, 2 runs of 3 hung). One
         # stream made at a time, the lock's wait releasing the GIL, keeps the trace from hanging the program.
-        stream_class, lock = torch.cuda.Stream, threading.RLock()
+        stream_class, lock = torch.cuda.Stream, [threading.RLock()]
         original = stream_class.__new__
+        # a child forked while another thread held it starts with a lock of its own (that thread is not there)
+        os.register_at_fork(after_in_child=lambda: lock.__setitem__(0, threading.RLock()))
 
         def new(cls, *args, **kwargs):
-            with lock:
+            with lock[0]:
                 return original(cls, *args, **kwargs)
 
         self._replace(stream_class, "__new__", staticmethod(functools.wraps(original)(new)))
@@ -281,48 +284,26 @@ class AllocatorHooks:
     # ---------------------------------------------------------------- JAX
 
     def hook_jax(self, jax) -> None:
-        """``jax.Array``'s host read (the ``_value`` property) and ``block_until_ready``, each noted once it
-        returned with the array's buffers and when it began."""
+        """``jax.Array``'s host read (the ``_value`` property), noted once it returned with the array's buffer and
+        when it began: a read that copied (not one served from the array's cached host copy) of an array on one
+        device (a sharded read reads only some shards)."""
         array_class = importlib.import_module("jax._src.array").ArrayImpl
         notes = self.notes
         value = inspect.getattr_static(array_class, "_value")
-        ready = array_class.block_until_ready
         if not isinstance(value, property) or value.fget is None:
             raise TypeError(f"jax.Array._value is a {type(value).__name__}, not a property")
         read_value = value.fget
 
-        def noted(array, began: int, call: str) -> None:
-            try:
-                notes.send(notes.make(LIBRARY_READY, ptrs=_buffers(array), began=began, library="JAX", call=call))
-            except Exception:  # noting never fails the program's read
-                pass
-
         def host_read(array):
+            cached = getattr(array, "_npy_value", None) is not None
             began = notes.now()
             out = read_value(array)
-            noted(array, began, "jax.Array read on the host")
-            return out
-
-        @functools.wraps(ready)
-        def block_until_ready(array):
-            began = notes.now()
-            out = ready(array)
-            noted(array, began, "jax.Array.block_until_ready")
+            if not cached:
+                try:
+                    notes.send(notes.make(LIBRARY_READY, ptrs=[int(array.unsafe_buffer_pointer())], began=began,
+                                          library="JAX", call="jax.Array read on the host"))
+                except Exception:  # several devices (no one pointer), a deleted array: nothing noted
+                    pass
             return out
 
         self._replace(array_class, "_value", property(functools.wraps(read_value)(host_read), doc=value.__doc__))
-        self._replace(array_class, "block_until_ready", block_until_ready)
-
-
-def _buffers(array) -> list[int]:
-    """The device pointers of a jax.Array's buffers: its own, or each addressable shard's."""
-    try:
-        return [int(array.unsafe_buffer_pointer())]
-    except Exception:  # several devices: one buffer per shard
-        out = []
-        for shard in getattr(array, "addressable_shards", ()):
-            try:
-                out.append(int(shard.data.unsafe_buffer_pointer()))
-            except Exception:
-                continue
-        return out

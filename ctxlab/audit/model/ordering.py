@@ -58,6 +58,7 @@ PER_THREAD = 2  # CU_STREAM_PER_THREAD / cudaStreamPerThread
 NON_BLOCKING = 1  # CU_STREAM_NON_BLOCKING / cudaStreamNonBlocking
 OK = ("CUDA_SUCCESS", "cudaSuccess")
 DEVICE_TO_HOST = 2  # cudaMemcpyDeviceToHost
+TO_HOST_KEPT = 4096  # copies to the host remembered for a library's host read (the latest sources)
 FREED, UNORDERED, WAIT_UNRECORDED, GRAPH_FREED, IPC_INTERIOR = (
     "freed", "unordered", "wait-unrecorded", "graph-freed", "ipc-interior")
 
@@ -139,6 +140,7 @@ class Ordering:
         self._reported: set[tuple] = set()
         self._runtime_end: dict[object, int] = {}  # thread -> end of its modelled runtime call in progress
         self._context_of: dict[object, int] = {}  # thread -> the context of its latest call (its current one)
+        self._to_host: dict[int, tuple[int, Clock]] = {}  # device address -> (start, clock) of its latest copy out
         self.counts = {"operations": 0, "uses": 0, "syncs": 0}
 
     # ------------------------------------------------------------------ timelines and clocks
@@ -385,6 +387,8 @@ class Ordering:
         tick = self._issue(s)
         for block, write, address in touched:
             self._touch(s, tick, e, block, write, address)
+        if name in calls.ASYNC_COPIES:
+            self._copied_to_host(e, name, args, s)
         if name in calls.VALUE_WAITS:
             s.waiting = True
         if synchronous and self._returns_after_the_work(name, args):
@@ -435,22 +439,30 @@ class Ordering:
             self._library_ready(e)
 
     def _library_ready(self, e: dict) -> None:
-        """A library's array read on the host: each use of its buffers enqueued before the read began has finished
-        (the work that wrote it, and what came before on that stream). In a driver allocation only the uses at the
-        array's own address count (a library's arena holds other arrays)."""
+        """A library's array read on the host: the copy to the host that the read queued (from the array's own
+        pointer, after the read began) has finished, and with it what its stream's clock held when it was queued
+        (the work that wrote the array, which the library made the copy wait for). Other uses of the memory are
+        not waited for by the read, and a read queuing no copy orders nothing."""
         began, ptrs = e.get("began", e.get("start", 0)), e.get("ptrs")
         if not isinstance(began, int) or not isinstance(ptrs, list):
             return  # a recording edited by hand: nothing to go by
-        seen: Clock = {}
         for ptr in ptrs:
-            block = self.memory.at(ptr) if isinstance(ptr, int) else None
-            if block is None:
-                continue
-            for use in block.all_uses():
-                if not use.gated and int(use.event.get("start", 0)) <= began and use.same_memory(block, ptr):
-                    merge(seen, {use.timeline: use.tick})
-        if seen:
-            self._host_sees(e, seen)
+            copied = self._to_host.get(ptr) if isinstance(ptr, int) else None
+            if copied is not None and began <= copied[0] <= int(e.get("start", 0)):
+                self._host_sees(e, copied[1])
+
+    def _copied_to_host(self, e: dict, name: str, args: dict, s: Stream) -> None:
+        """An asynchronous copy from device memory to the host: its source and its stream's clock, for a library's
+        host read that waits for it (``_library_ready``); the latest ``TO_HOST_KEPT`` sources are kept."""
+        src = int(args.get("src") or 0)
+        to_host = name == "cuMemcpyDtoHAsync" or args.get("kind") == DEVICE_TO_HOST or (
+            name == "cuMemcpyAsync" and self.memory.at(int(args.get("ptr") or 0)) is None)
+        if not to_host or self.memory.at(src) is None:
+            return
+        self._to_host.pop(src, None)
+        self._to_host[src] = (int(e.get("start", 0)), dict(s.clock))
+        if len(self._to_host) > TO_HOST_KEPT:
+            del self._to_host[next(iter(self._to_host))]
 
     def _reuse_clock(self, block: Block) -> Clock:
         """The clock from which a pool may hand a freed block out again: the pool reuses it for work on its
