@@ -74,8 +74,8 @@ ORDERING_CALLBACKS = ("cuMemcpyAsync", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsyn
 POOL_ALLOC, POOL_FREE = "POOL_ALLOC", "POOL_FREE"  # a library pool's block handed out, handed back
 RECORD_STREAM = "RECORD_STREAM"  # torch's Tensor.record_stream: the block's free waits for that stream too
 LIBRARY_WAIT = "LIBRARY_EVENT_WAIT"  # a library's wait on an event it never created: no CUDA call at all
-# a library's array read on (or waited for by) the host, a wait that makes no CUDA call of its own (JAX learns
-# that work finished from host functions it enqueued): the work that wrote the array's memory has finished
+# a library's array read on the host, whose wait for its copy to the host makes no CUDA call (JAX learns that work
+# finished from host functions it enqueued): that copy, and what its stream was ordered after, has finished
 LIBRARY_READY = "LIBRARY_READY"
 LIBRARY_NOT_WATCHED = "LIBRARY_NOT_WATCHED"  # a hook that could not be installed: what it would note is unseen
 

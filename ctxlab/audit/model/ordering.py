@@ -398,13 +398,17 @@ class Ordering:
         """Whether a "synchronous" copy or memset returns only once the work before it is done: a copy to host
         memory does ("API synchronization behavior"); a memset of device memory, a device-to-device copy and a
         copy from pageable host memory may return before."""
-        if name in calls.SYNC_SETS:
-            return False
-        if name == "cuMemcpyDtoH" or args.get("kind") == DEVICE_TO_HOST:
+        return name not in calls.SYNC_SETS and self._device_to_host(name, args)
+
+    def _device_to_host(self, name: str, args: dict) -> bool:
+        """Whether a copy goes from device memory to the host: by its name or its kind, else (a copy that says
+        neither) by which of its ends lies in device memory the model knows."""
+        if name in ("cuMemcpyDtoH", "cuMemcpyDtoHAsync") or args.get("kind") == DEVICE_TO_HOST:
             return True
         to_device = self.memory.at(int(args.get("ptr") or 0)) is not None
         from_device = self.memory.at(int(args.get("src") or 0)) is not None
-        return from_device and not to_device and name not in ("cuMemcpyHtoD", "cuMemcpyDtoD")
+        return from_device and not to_device and name not in ("cuMemcpyHtoD", "cuMemcpyDtoD", "cuMemcpyHtoDAsync",
+                                                              "cuMemcpyDtoDAsync")
 
     def _graph_launch(self, e: dict, s: Stream, args: dict) -> None:
         tick = self._issue(s)
@@ -455,9 +459,7 @@ class Ordering:
         """An asynchronous copy from device memory to the host: its source and its stream's clock, for a library's
         host read that waits for it (``_library_ready``); the latest ``TO_HOST_KEPT`` sources are kept."""
         src = int(args.get("src") or 0)
-        to_host = name == "cuMemcpyDtoHAsync" or args.get("kind") == DEVICE_TO_HOST or (
-            name == "cuMemcpyAsync" and self.memory.at(int(args.get("ptr") or 0)) is None)
-        if not to_host or self.memory.at(src) is None:
+        if not self._device_to_host(name, args) or self.memory.at(src) is None:
             return
         self._to_host.pop(src, None)
         self._to_host[src] = (int(e.get("start", 0)), dict(s.clock))
